@@ -1,0 +1,431 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// StateVersion is the version of the State encoding. A saved state with a newer version is
+// refused rather than misread.
+const StateVersion = 1
+
+// Status is where a run is in its life.
+type Status string
+
+// The run statuses. See DESIGN.md, "The run".
+const (
+	StatusQueued           Status = "queued"
+	StatusRunning          Status = "running"
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusAwaitingInput    Status = "awaiting_input"
+	StatusCompleted        Status = "completed"
+	StatusFailed           Status = "failed"
+	StatusCancelled        Status = "cancelled"
+	StatusBudgetExhausted  Status = "budget_exhausted"
+)
+
+// Terminal reports whether a run in this status is over for good.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusBudgetExhausted:
+		return true
+	}
+	return false
+}
+
+// Paused reports whether a run in this status waits for a person.
+func (s Status) Paused() bool {
+	return s == StatusAwaitingApproval || s == StatusAwaitingInput
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusAwaitingApproval, StatusAwaitingInput,
+		StatusCompleted, StatusFailed, StatusCancelled, StatusBudgetExhausted:
+		return true
+	}
+	return false
+}
+
+// PlanStatus is the state of one plan item.
+type PlanStatus string
+
+// Plan item statuses, as the model sets them through update_plan.
+const (
+	PlanPending    PlanStatus = "pending"
+	PlanInProgress PlanStatus = "in_progress"
+	PlanDone       PlanStatus = "done"
+	PlanFailed     PlanStatus = "failed"
+)
+
+// PlanItem is one line of the checklist the model keeps with update_plan.
+type PlanItem struct {
+	Step   string     `json:"step"`
+	Status PlanStatus `json:"status"`
+}
+
+// CallStatus is where one tool call is. The order of a call's life is
+// awaiting_approval|ready -> (approved|rejected) -> started -> succeeded|failed|unknown;
+// invalid calls never run.
+type CallStatus string
+
+// Tool call statuses.
+const (
+	CallAwaitingApproval CallStatus = "awaiting_approval"
+	CallAwaitingInput    CallStatus = "awaiting_input"
+	CallReady            CallStatus = "ready"
+	CallApproved         CallStatus = "approved"
+	CallRejected         CallStatus = "rejected"
+	CallStarted          CallStatus = "started"
+	CallSucceeded        CallStatus = "succeeded"
+	CallFailed           CallStatus = "failed"
+	CallInvalid          CallStatus = "invalid"
+	CallUnknown          CallStatus = "unknown"
+)
+
+// Done reports whether the call has an outcome to report to the model.
+func (s CallStatus) Done() bool {
+	switch s {
+	case CallSucceeded, CallFailed, CallRejected, CallInvalid, CallUnknown:
+		return true
+	}
+	return false
+}
+
+// Decision is a person's answer to an approval request.
+type Decision struct {
+	Approved bool      `json:"approved"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+}
+
+// CallRecord is the durable record of one tool call: intent before it runs, result after.
+type CallRecord struct {
+	ID         string     `json:"id"`
+	Step       int        `json:"step"`
+	Name       string     `json:"name"`
+	Arguments  string     `json:"arguments"`
+	ArgsHash   string     `json:"args_hash"`
+	Risk       Risk       `json:"risk,omitempty"`
+	RiskReason string     `json:"risk_reason,omitempty"`
+	Status     CallStatus `json:"status"`
+	Output     string     `json:"output,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Decision   *Decision  `json:"decision,omitempty"`
+	Attempts   int        `json:"attempts,omitempty"`
+	StartedAt  time.Time  `json:"started_at,omitzero"`
+	FinishedAt time.Time  `json:"finished_at,omitzero"`
+	// Reported is set once the outcome went into Messages as a tool message.
+	Reported bool `json:"reported,omitempty"`
+}
+
+// PauseKind says why a run waits for a person.
+type PauseKind string
+
+// Reasons for a pause.
+const (
+	PauseApproval   PauseKind = "approval"
+	PauseAskUser    PauseKind = "ask_user"
+	PauseStuck      PauseKind = "stuck"
+	PauseFailures   PauseKind = "failures"
+	PauseSanity     PauseKind = "sanity"
+	PauseModelError PauseKind = "model_error"
+)
+
+// Pause describes why a paused run waits and what it asks.
+type Pause struct {
+	Kind PauseKind `json:"kind"`
+	// Reason is a short sentence for the thread.
+	Reason string `json:"reason"`
+	// Question is the model's question for PauseAskUser.
+	Question string `json:"question,omitempty"`
+	// CallID is the ask_user call the answer goes to.
+	CallID string `json:"call_id,omitempty"`
+}
+
+// Streak counts how many times in a row the same thing happened.
+type Streak struct {
+	Key   string `json:"key,omitempty"`
+	Count int    `json:"count,omitempty"`
+}
+
+// hit records one more occurrence of key and returns the length of the streak.
+func (s *Streak) hit(key string) int {
+	if s.Key == key {
+		s.Count++
+	} else {
+		s.Key, s.Count = key, 1
+	}
+	return s.Count
+}
+
+// State is everything about one run. It is a plain value that marshals to JSON and is saved
+// after every step: the loop needs nothing else to resume it, in this process or the next.
+type State struct {
+	Version int    `json:"version"`
+	RunID   string `json:"run_id"`
+	Goal    string `json:"goal"`
+	Status  Status `json:"status"`
+	// Messages is the whole conversation with the model: earlier turns of the thread, the
+	// goal, and every exchange since. Prompts are built from it; it is never trimmed.
+	Messages []Message    `json:"messages"`
+	Pinned   []string     `json:"pinned,omitempty"`
+	Plan     []PlanItem   `json:"plan,omitempty"`
+	Calls    []CallRecord `json:"calls,omitempty"`
+	// Step counts model consultations of the main loop.
+	Step  int   `json:"step"`
+	Usage Usage `json:"usage"`
+	// Active is the time the loop has spent working on the run, pauses excluded.
+	Active    time.Duration `json:"active"`
+	CreatedAt time.Time     `json:"created_at,omitzero"`
+	UpdatedAt time.Time     `json:"updated_at,omitzero"`
+
+	ConsecutiveFailures int            `json:"consecutive_failures,omitempty"`
+	ToolFailures        map[string]int `json:"tool_failures,omitempty"`
+	RepeatedCall        Streak         `json:"repeated_call,omitzero"`
+	RepeatedError       Streak         `json:"repeated_error,omitzero"`
+	// Summaries hold the summarizer's digest of older tool outputs, by call ID, so that each
+	// output is summarised once.
+	Summaries map[string]string `json:"summaries,omitempty"`
+	// BudgetWarned is set once the budget warning was given; FinalAsked once the final
+	// answer without tools was requested.
+	BudgetWarned   bool `json:"budget_warned,omitempty"`
+	FinalAsked     bool `json:"final_asked,omitempty"`
+	LastSanityStep int  `json:"last_sanity_step,omitempty"`
+
+	Pause  *Pause `json:"pause,omitempty"`
+	Answer string `json:"answer,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// NewState starts a run for goal. history holds earlier turns of the same thread (user goals
+// and assistant answers), so a follow-up sees what came before.
+func NewState(runID, goal string, history []Message, now time.Time) *State {
+	msgs := make([]Message, 0, len(history)+1)
+	msgs = append(msgs, history...)
+	msgs = append(msgs, Message{Role: RoleUser, Content: goal})
+	return &State{
+		Version:   StateVersion,
+		RunID:     runID,
+		Goal:      goal,
+		Status:    StatusQueued,
+		Messages:  msgs,
+		CreatedAt: now.UTC(),
+		UpdatedAt: now.UTC(),
+	}
+}
+
+// UnmarshalState decodes a saved state and checks that it can be resumed.
+func UnmarshalState(data []byte) (*State, error) {
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("decode run state: %w", err)
+	}
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Validate checks the invariants a resumable state keeps.
+func (st *State) Validate() error {
+	switch {
+	case st.Version < 1 || st.Version > StateVersion:
+		return fmt.Errorf("run state version %d not supported (this loopbot reads up to %d)", st.Version, StateVersion)
+	case st.RunID == "":
+		return errors.New("run state has no run id")
+	case !st.Status.Valid():
+		return fmt.Errorf("run state has unknown status %q", st.Status)
+	case st.Step < 0:
+		return fmt.Errorf("run state has negative step %d", st.Step)
+	}
+	seen := make(map[string]bool, len(st.Calls))
+	for _, c := range st.Calls {
+		if c.ID == "" || seen[c.ID] {
+			return fmt.Errorf("run state has a missing or repeated call id %q", c.ID)
+		}
+		seen[c.ID] = true
+	}
+	if st.Status.Paused() && st.Pause == nil {
+		return fmt.Errorf("run state is %s with no pause reason", st.Status)
+	}
+	return nil
+}
+
+// Call returns the record of the call with the given ID.
+func (st *State) Call(id string) *CallRecord {
+	for i := range st.Calls {
+		if st.Calls[i].ID == id {
+			return &st.Calls[i]
+		}
+	}
+	return nil
+}
+
+// PendingApprovals returns the calls that wait for a decision.
+func (st *State) PendingApprovals() []CallRecord {
+	var out []CallRecord
+	for _, c := range st.Calls {
+		if c.Status == CallAwaitingApproval {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ErrNotPending is returned when a decision or answer arrives for something that no longer
+// waits for it.
+var ErrNotPending = errors.New("not waiting for this")
+
+// Decide records a person's decision on a call that awaits approval. When no call of the step
+// waits any more, the run is running again and the caller resumes it.
+func (st *State) Decide(callID string, d Decision) error {
+	c := st.Call(callID)
+	if c == nil || c.Status != CallAwaitingApproval || st.Status != StatusAwaitingApproval {
+		return fmt.Errorf("decide call %s: %w", callID, ErrNotPending)
+	}
+	d.At = d.At.UTC()
+	c.Decision = &d
+	if d.Approved {
+		c.Status = CallApproved
+	} else {
+		c.Status = CallRejected
+		c.Output = "The user rejected this call."
+		if d.Reason != "" {
+			c.Output += " Reason: " + d.Reason
+		}
+		c.FinishedAt = d.At
+	}
+	if len(st.PendingApprovals()) == 0 {
+		st.Status, st.Pause = StatusRunning, nil
+	}
+	return nil
+}
+
+// Respond resumes a run that awaits input. For ask_user the text is the answer to the
+// model's question; for other pauses (stuck, failures, sanity, model errors) it is an
+// optional instruction, and empty text simply means continue.
+func (st *State) Respond(text, from string) error {
+	if st.Status != StatusAwaitingInput || st.Pause == nil {
+		return fmt.Errorf("respond: %w", ErrNotPending)
+	}
+	if st.Pause.Kind == PauseAskUser {
+		c := st.Call(st.Pause.CallID)
+		if c == nil || c.Status != CallAwaitingInput {
+			return fmt.Errorf("respond to ask_user: %w", ErrNotPending)
+		}
+		c.Status = CallSucceeded
+		c.Output = "The user (" + from + ") answered: " + text
+	} else {
+		st.ConsecutiveFailures = 0
+		st.RepeatedCall, st.RepeatedError = Streak{}, Streak{}
+		msg := "Continue."
+		if strings.TrimSpace(text) != "" {
+			msg = "The user (" + from + ") says: " + text
+		}
+		st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
+	}
+	st.Status, st.Pause = StatusRunning, nil
+	return nil
+}
+
+// Cancel ends a run that is not over yet. Calls that waited for a decision are rejected.
+func (st *State) Cancel(reason string, now time.Time) error {
+	if st.Status.Terminal() {
+		return fmt.Errorf("cancel: run is already %s", st.Status)
+	}
+	for i := range st.Calls {
+		c := &st.Calls[i]
+		if c.Status == CallAwaitingApproval || c.Status == CallAwaitingInput || c.Status == CallReady || c.Status == CallApproved {
+			c.Status, c.Output, c.FinishedAt = CallRejected, "The run was cancelled.", now.UTC()
+		}
+	}
+	st.Status, st.Pause = StatusCancelled, nil
+	if reason == "" {
+		reason = "cancelled"
+	}
+	st.Error = reason
+	st.UpdatedAt = now.UTC()
+	return nil
+}
+
+// Progress is what a status card shows about a run.
+func (st *State) Progress() Progress {
+	p := Progress{
+		RunID:   st.RunID,
+		Goal:    st.Goal,
+		Status:  st.Status,
+		Step:    st.Step,
+		Plan:    append([]PlanItem(nil), st.Plan...),
+		Usage:   st.Usage,
+		Elapsed: st.Active,
+	}
+	for i := len(st.Plan) - 1; i >= 0; i-- {
+		if st.Plan[i].Status == PlanInProgress {
+			p.Current = st.Plan[i].Step
+			break
+		}
+	}
+	if p.Current == "" && len(st.Calls) > 0 {
+		last := st.Calls[len(st.Calls)-1]
+		p.Current = last.Name
+	}
+	return p
+}
+
+// Summary says in a few lines what was done and what was not: the plan with its marks, and
+// counts of tool calls by outcome. Failure and budget messages are built from it.
+func (st *State) Summary() string {
+	var b strings.Builder
+	if len(st.Plan) > 0 {
+		var done, open []string
+		for _, it := range st.Plan {
+			if it.Status == PlanDone {
+				done = append(done, it.Step)
+			} else {
+				open = append(open, it.Step+" ("+string(it.Status)+")")
+			}
+		}
+		if len(done) > 0 {
+			fmt.Fprintf(&b, "Done: %s.\n", strings.Join(done, "; "))
+		}
+		if len(open) > 0 {
+			fmt.Fprintf(&b, "Not done: %s.\n", strings.Join(open, "; "))
+		}
+	}
+	counts := map[CallStatus]int{}
+	for _, c := range st.Calls {
+		counts[c.Status]++
+	}
+	fmt.Fprintf(&b, "%d steps, %d tool calls (%d succeeded, %d failed, %d rejected).",
+		st.Step, len(st.Calls), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	return b.String()
+}
+
+// HashArgs is the hash an approval binds: the tool name and its exact arguments.
+func HashArgs(name, args string) string {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(args))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Progress is a snapshot of a run for rendering.
+type Progress struct {
+	RunID   string
+	Goal    string
+	Status  Status
+	Step    int
+	Plan    []PlanItem
+	Current string
+	Usage   Usage
+	Elapsed time.Duration
+}
