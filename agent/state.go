@@ -346,6 +346,9 @@ func (st *State) Cancel(reason string, now time.Time) error {
 		if c.Status == CallAwaitingApproval || c.Status == CallAwaitingInput || c.Status == CallReady || c.Status == CallApproved {
 			c.Status, c.Output, c.FinishedAt = CallRejected, "The run was cancelled.", now.UTC()
 		}
+		if c.Status == CallStarted {
+			c.Status, c.Error, c.FinishedAt = CallUnknown, "outcome unknown: the run was cancelled while this call ran", now.UTC()
+		}
 	}
 	st.Status, st.Pause = StatusCancelled, nil
 	if reason == "" {
