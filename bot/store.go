@@ -1,0 +1,197 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+// ErrNotFound is returned by Tx getters for a key that is not stored.
+var ErrNotFound = errors.New("not found")
+
+// Store keeps everything the bot must not lose: conversations, runs with their agent state,
+// approvals, button bindings, the dedupe index, the audit log and the outbox. The bbolt
+// implementation lives in package store; storetest holds the conformance suite every
+// implementation passes.
+//
+// Transactions are closures, as in bbolt: Update runs fn in one serialisable read-write
+// transaction and commits it if fn returns nil, so a read-check-write inside fn is a
+// compare-and-set. fn must not do network I/O and must not keep tx after it returns.
+type Store interface {
+	Update(ctx context.Context, fn func(tx Tx) error) error
+	View(ctx context.Context, fn func(tx Tx) error) error
+	// ClaimEvent records an inbound delivery ID and reports whether it is the first delivery
+	// seen within ttl. Claims outlive a restart.
+	ClaimEvent(ctx context.Context, id string, now time.Time, ttl time.Duration) (first bool, err error)
+	// PurgeEvents forgets event claims that expired before now.
+	PurgeEvents(ctx context.Context, now time.Time) (int, error)
+	Close() error
+}
+
+// Tx is one transaction of a Store. Getters return ErrNotFound for missing keys; the values
+// they return are copies the caller may change and put back.
+type Tx interface {
+	Run(id string) (*RunRecord, error)
+	PutRun(r *RunRecord) error
+	// Runs lists runs in creation order, filtered.
+	Runs(f RunFilter) ([]*RunRecord, error)
+
+	Conversation(thread ThreadRef) (*Conversation, error)
+	PutConversation(c *Conversation) error
+
+	Approval(id string) (*Approval, error)
+	PutApproval(a *Approval) error
+	// Approvals lists approvals of one run, or all pending ones when runID is empty.
+	Approvals(runID string) ([]*Approval, error)
+
+	Action(id string) (*Action, error)
+	PutAction(a *Action) error
+
+	AppendAudit(e AuditEntry) error
+	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
+	Audit(runID string) ([]AuditEntry, error)
+
+	// PutOutbox stores an item under its Key, replacing an older item with the same key:
+	// that is how status card edits coalesce.
+	PutOutbox(item OutboxItem) error
+	Outbox() ([]OutboxItem, error)
+	DeleteOutbox(key string) error
+}
+
+// RunFilter selects runs. Zero fields match everything.
+type RunFilter struct {
+	Statuses []agent.Status
+	Thread   *ThreadRef
+	Limit    int
+}
+
+// RunRecord is one run as stored: where it lives, who asked, and the agent state.
+type RunRecord struct {
+	ID        string       `json:"id"`
+	Thread    ThreadRef    `json:"thread"`
+	Requester User         `json:"requester"`
+	Status    agent.Status `json:"status"`
+	State     *agent.State `json:"state"`
+	// Card is the status card once it has been posted.
+	Card MessageRef `json:"card,omitzero"`
+	// CancelAction is the opaque ID of the card's Cancel button; ContinueAction and
+	// StopAction those of a paused run's Continue and Stop buttons.
+	CancelAction   string    `json:"cancel_action,omitempty"`
+	ContinueAction string    `json:"continue_action,omitempty"`
+	StopAction     string    `json:"stop_action,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Conversation is a thread as the bot knows it: its runs in order, the active one, and the
+// goals queued behind it.
+type Conversation struct {
+	Thread ThreadRef    `json:"thread"`
+	Runs   []string     `json:"runs,omitempty"`
+	Active string       `json:"active,omitempty"`
+	Queue  []QueuedGoal `json:"queue,omitempty"`
+}
+
+// QueuedGoal is a goal that arrived while the thread's run was busy.
+type QueuedGoal struct {
+	EventID string    `json:"event_id"`
+	User    User      `json:"user"`
+	Text    string    `json:"text"`
+	At      time.Time `json:"at"`
+}
+
+// ApprovalStatus is where an approval request is.
+type ApprovalStatus string
+
+// Approval statuses. Only pending changes, and only once.
+const (
+	ApprovalPending   ApprovalStatus = "pending"
+	ApprovalApproved  ApprovalStatus = "approved"
+	ApprovalRejected  ApprovalStatus = "rejected"
+	ApprovalExpired   ApprovalStatus = "expired"
+	ApprovalCancelled ApprovalStatus = "cancelled"
+)
+
+// Approval binds an approval request to exactly one tool call: the run, the call and the hash
+// of its arguments. Buttons carry only the opaque IDs of its actions.
+type Approval struct {
+	ID            string         `json:"id"`
+	RunID         string         `json:"run_id"`
+	CallID        string         `json:"call_id"`
+	Tool          string         `json:"tool"`
+	ArgsHash      string         `json:"args_hash"`
+	Risk          agent.Risk     `json:"risk"`
+	Thread        ThreadRef      `json:"thread"`
+	Requester     User           `json:"requester"`
+	ApproveAction string         `json:"approve_action"`
+	RejectAction  string         `json:"reject_action"`
+	Status        ApprovalStatus `json:"status"`
+	DecidedBy     User           `json:"decided_by,omitzero"`
+	DecidedAt     time.Time      `json:"decided_at,omitzero"`
+	Reason        string         `json:"reason,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	ExpiresAt     time.Time      `json:"expires_at"`
+	Card          MessageRef     `json:"card,omitzero"`
+}
+
+// ActionKind is what a button does.
+type ActionKind string
+
+// Button actions.
+const (
+	ActionApprove  ActionKind = "approve"
+	ActionReject   ActionKind = "reject"
+	ActionCancel   ActionKind = "cancel"
+	ActionContinue ActionKind = "continue"
+	ActionStop     ActionKind = "stop"
+)
+
+// Action is what an opaque button ID stands for.
+type Action struct {
+	ID         string     `json:"id"`
+	Kind       ActionKind `json:"kind"`
+	RunID      string     `json:"run_id"`
+	ApprovalID string     `json:"approval_id,omitempty"`
+}
+
+// AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
+type AuditEntry struct {
+	At         time.Time `json:"at"`
+	Actor      User      `json:"actor"`
+	Action     string    `json:"action"`
+	RunID      string    `json:"run_id"`
+	ApprovalID string    `json:"approval_id,omitempty"`
+	CallID     string    `json:"call_id,omitempty"`
+	Tool       string    `json:"tool,omitempty"`
+	ArgsHash   string    `json:"args_hash,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// OutboxKind says what an outbox item will post or edit.
+type OutboxKind string
+
+// Outbox item kinds. The message is rendered from the stored records when the item is sent,
+// so an item that waited shows the latest state.
+const (
+	OutboxCard         OutboxKind = "card"          // post or edit the run's status card
+	OutboxApprovalCard OutboxKind = "approval_card" // post or edit an approval card
+	OutboxAnswer       OutboxKind = "answer"        // post the final answer
+	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
+	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
+	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+)
+
+// OutboxItem is a record of something to post, written in the same transaction as the state
+// change that calls for it.
+type OutboxItem struct {
+	Key        string     `json:"key"`
+	Kind       OutboxKind `json:"kind"`
+	RunID      string     `json:"run_id,omitempty"`
+	ApprovalID string     `json:"approval_id,omitempty"`
+	Thread     ThreadRef  `json:"thread"`
+	Text       string     `json:"text,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	Attempts   int        `json:"attempts,omitempty"`
+}
