@@ -19,7 +19,7 @@ type controlTool struct {
 	info ToolInfo
 }
 
-func (t controlTool) Info() ToolInfo                  { return t.info }
+func (t controlTool) Info() ToolInfo                    { return t.info }
 func (t controlTool) Assess(json.RawMessage) Assessment { return Assessment{Risk: RiskSafe} }
 func (t controlTool) Call(context.Context, Invocation) (string, error) {
 	return "", errors.New("control tools are handled by the loop")
