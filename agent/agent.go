@@ -647,7 +647,17 @@ func (r *runner) overBudget() string {
 // one, and it is asked for a final answer.
 func (r *runner) nearBudget() string {
 	st, cfg := r.st, r.a.cfg
-	near := func(used, limit float64) bool { return limit > 0 && used >= cfg.NearLimit*limit }
+	// A budget is near when its NearLimit share is used, or when one more step at the
+	// average cost so far would pass it: the last call must fit inside the budget.
+	near := func(used, limit float64) bool {
+		if limit <= 0 {
+			return false
+		}
+		if used >= cfg.NearLimit*limit {
+			return true
+		}
+		return st.Step > 0 && used+used/float64(st.Step) > limit
+	}
 	switch {
 	case st.Step+1 >= cfg.MaxSteps:
 		return "the step budget is nearly spent"

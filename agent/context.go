@@ -147,7 +147,15 @@ func (r *runner) digest(ctx context.Context, m Message) string {
 			st.Summaries[m.ToolCallID] = s
 			return s
 		}
-		r.a.log.Warn("summarizer failed; truncating instead", "run", st.RunID, "err", err)
+		r.a.log.Warn("summarizer failed; truncating instead", "run", st.RunID, "call", m.ToolCallID, "err", err)
+		// The truncation is kept like a summary, so a failing summarizer is asked once per
+		// output, not once per step.
+		s := truncate(m.Content, cfg.TruncateChars)
+		if st.Summaries == nil {
+			st.Summaries = map[string]string{}
+		}
+		st.Summaries[m.ToolCallID] = s
+		return s
 	}
 	return truncate(m.Content, cfg.TruncateChars)
 }
