@@ -22,7 +22,7 @@ func sampleState() *State {
 	st.Calls = []CallRecord{{
 		ID: "c1", Step: 2, Name: "shell", Arguments: `{"cmd":"rm -rf /tmp/x"}`, ArgsHash: HashArgs("shell", `{"cmd":"rm -rf /tmp/x"}`),
 		Risk: RiskDangerous, RiskReason: "deletes files", Status: CallAwaitingApproval,
-		Decision: &Decision{Approved: false, By: "U1", Reason: "no", At: now},
+		Decision:  &Decision{Approved: false, By: "U1", Reason: "no", At: now},
 		StartedAt: now, FinishedAt: now.Add(time.Second), Attempts: 1,
 	}}
 	st.Usage = Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 5, Cost: 0.0012, Calls: 2}
