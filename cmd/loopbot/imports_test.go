@@ -126,4 +126,3 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		t.Errorf("a legal graph was flagged: %q", got)
 	}
 }
-
