@@ -436,18 +436,26 @@ type callResult struct {
 	err error
 }
 
-// runBatch records the intent of the calls, saves, runs them (in parallel when more than
-// one), and records their outcomes.
+// runBatch records the intent of the calls, runs them (in parallel when more than one), and
+// records their outcomes. The state is saved around the calls only when one of them is not
+// idempotent: an idempotent call that a crash interrupts is simply run again, so its intent
+// and result need not hit the disk before the step's own checkpoint.
 func (r *runner) runBatch(ctx, wctx context.Context, idx []int) error {
 	st := r.st
 	now := r.a.now().UTC()
+	durable := false
 	for _, i := range idx {
 		c := &st.Calls[i]
 		c.Status, c.StartedAt = CallStarted, now
 		c.Attempts++
+		if reg := r.a.tools[c.Name]; !reg.info.Idempotent {
+			durable = true
+		}
 	}
-	if err := r.save(ctx); err != nil {
-		return err
+	if durable {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
 	}
 	for _, i := range idx {
 		r.emit(Event{Kind: EventToolStarted, Call: copyCall(&st.Calls[i])})
@@ -483,6 +491,9 @@ func (r *runner) runBatch(ctx, wctx context.Context, idx []int) error {
 			c.Status, c.Output = CallSucceeded, results[k].out
 		}
 		r.emit(Event{Kind: EventToolFinished, Call: copyCall(c)})
+	}
+	if !durable {
+		return nil
 	}
 	return r.save(ctx)
 }

@@ -18,7 +18,7 @@ var fixedNow = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 // the state a real run has; ns/step is the figure to read.
 func BenchmarkStep(b *testing.B) {
 	const stepsPerRun = 10
-	tool := &fakeTool{name: "look", readOnly: true, fn: func(context.Context, json.RawMessage) (string, error) {
+	tool := &fakeTool{name: "look", readOnly: true, idempotent: true, fn: func(context.Context, json.RawMessage) (string, error) {
 		return "a short result of the kind a directory listing gives", nil
 	}}
 	model := modelFunc(func(ctx context.Context, req agent.Request) (agent.Reply, error) {

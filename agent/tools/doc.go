@@ -1,0 +1,18 @@
+// Package tools holds loopbot's built-in tools and the tools of configured MCP servers, each an
+// agent.Tool.
+//
+// The built-in tools are http_fetch (with SSRF protection decided at dial time on the
+// resolved address, and fetched content marked as untrusted), shell (a command run under
+// bubblewrap in the run's workspace, its risk assessed from the parsed command), and
+// read_file, write_file and list_files (confined to the run's workspace through os.Root).
+// Every run gets its own workspace directory, <workspace>/<sanitized run ID>, created on
+// demand, so runs never see each other's files.
+//
+// MCP servers, reached over stdio or streamable HTTP with the official SDK, are supervised by
+// a Manager: one that fails to start or dies is logged and restarted with backoff, and its
+// tools, named <server>__<tool>, answer with a clear error while it is down.
+//
+// Build turns a Config (the [tools] section of the config file) into a Set: the tools the
+// model will see, and a listing with their risk for `loopbot check`. Configured risk levels
+// only ever raise a tool's own assessment.
+package tools
