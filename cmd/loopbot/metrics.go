@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// metrics holds loopbot's Prometheus metrics. They are gathered by decorating the model, the
+// tools and the platforms at wiring time, so the core packages stay free of any metrics
+// library.
+type metrics struct {
+	reg *prometheus.Registry
+
+	modelCalls  *prometheus.CounterVec
+	modelTokens *prometheus.CounterVec
+	modelCost   *prometheus.CounterVec
+	toolCalls   *prometheus.CounterVec
+	toolSeconds *prometheus.HistogramVec
+	chatCalls   *prometheus.CounterVec
+	chatLimited *prometheus.CounterVec
+	approvals   *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_model_calls_total", Help: "Model consultations by role (executor, summarizer, sanity) and outcome.",
+		}, []string{"role", "outcome"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_model_tokens_total", Help: "Model tokens by role and kind (prompt, completion, cached).",
+		}, []string{"role", "kind"}),
+		modelCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_model_cost_dollars_total", Help: "Model cost in US dollars by role, from the configured prices.",
+		}, []string{"role"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_tool_calls_total", Help: "Tool calls by tool and outcome (ok, error).",
+		}, []string{"tool", "outcome"}),
+		toolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loopbot_tool_call_seconds", Help: "Duration of tool calls.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9),
+		}, []string{"tool"}),
+		chatCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_chat_api_calls_total", Help: "Chat platform API calls by platform, method and outcome.",
+		}, []string{"platform", "method", "outcome"}),
+		chatLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_chat_rate_limited_total", Help: "Chat platform rate-limit answers by platform.",
+		}, []string{"platform"}),
+		approvals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loopbot_approval_wait_seconds", Help: "Time from an approval request to its decision, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(1, 3, 9),
+		}, []string{"outcome"}),
+	}
+	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// runsCollector reports runs by state from the store at scrape time, so the figure is right
+// after a restart too.
+type runsCollector struct {
+	store bot.Store
+	desc  *prometheus.Desc
+}
+
+func (c runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c runsCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[agent.Status]int{}
+	err := c.store.View(context.Background(), func(tx bot.Tx) error {
+		runs, err := tx.Runs(bot.RunFilter{})
+		for _, r := range runs {
+			counts[r.Status]++
+		}
+		return err
+	})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, s := range []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput,
+		agent.StatusCompleted, agent.StatusFailed, agent.StatusCancelled, agent.StatusBudgetExhausted} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+func (m *metrics) watchRuns(s bot.Store) {
+	m.reg.MustRegister(runsCollector{store: s, desc: prometheus.NewDesc("loopbot_runs", "Runs in the database by state.", []string{"state"}, nil)})
+}
+
+// meteredModel counts a model's calls, tokens and cost.
+type meteredModel struct {
+	agent.Model
+	role string
+	m    *metrics
+}
+
+func (mm meteredModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	reply, err := mm.Model.Complete(ctx, req)
+	outcome := "ok"
+	var rl *agent.RateLimitError
+	switch {
+	case errors.As(err, &rl):
+		outcome = "rate_limited"
+	case err != nil:
+		outcome = "error"
+	}
+	mm.m.modelCalls.WithLabelValues(mm.role, outcome).Inc()
+	if err == nil {
+		u := reply.Usage
+		mm.m.modelTokens.WithLabelValues(mm.role, "prompt").Add(float64(u.PromptTokens))
+		mm.m.modelTokens.WithLabelValues(mm.role, "completion").Add(float64(u.CompletionTokens))
+		mm.m.modelTokens.WithLabelValues(mm.role, "cached").Add(float64(u.CachedTokens))
+		mm.m.modelCost.WithLabelValues(mm.role).Add(u.Cost)
+	}
+	return reply, err
+}
+
+// meteredTool counts a tool's calls by outcome and times them.
+type meteredTool struct {
+	agent.Tool
+	m *metrics
+}
+
+func (mt meteredTool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	name := mt.Info().Spec.Name
+	start := time.Now()
+	out, err := mt.Tool.Call(ctx, inv)
+	mt.m.toolSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	mt.m.toolCalls.WithLabelValues(name, outcome).Inc()
+	return out, err
+}
+
+func (m *metrics) tools(ts []agent.Tool) []agent.Tool {
+	out := make([]agent.Tool, len(ts))
+	for i, t := range ts {
+		out[i] = meteredTool{Tool: t, m: m}
+	}
+	return out
+}
+
+// meteredPlatform counts chat API calls and rate-limit answers.
+type meteredPlatform struct {
+	bot.Platform
+	m *metrics
+}
+
+var _ bot.Platform = meteredPlatform{}
+
+func (mp meteredPlatform) count(method string, err error) {
+	outcome := "ok"
+	var rl *bot.RateLimitError
+	switch {
+	case errors.As(err, &rl):
+		outcome = "rate_limited"
+		mp.m.chatLimited.WithLabelValues(mp.Name()).Inc()
+	case err != nil:
+		outcome = "error"
+	}
+	mp.m.chatCalls.WithLabelValues(mp.Name(), method, outcome).Inc()
+}
+
+func (mp meteredPlatform) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	ref, err := mp.Platform.Post(ctx, thread, msg)
+	mp.count("post", err)
+	return ref, err
+}
+
+func (mp meteredPlatform) Update(ctx context.Context, ref bot.MessageRef, msg bot.Message) error {
+	err := mp.Platform.Update(ctx, ref, msg)
+	mp.count("update", err)
+	return err
+}
+
+func (mp meteredPlatform) Notify(ctx context.Context, thread bot.ThreadRef, userID, text string) error {
+	err := mp.Platform.Notify(ctx, thread, userID, text)
+	mp.count("notify", err)
+	return err
+}
