@@ -1,0 +1,350 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+var (
+	_ agent.Tool = (*ReadFile)(nil)
+	_ agent.Tool = (*WriteFile)(nil)
+	_ agent.Tool = (*ListFiles)(nil)
+)
+
+const (
+	defaultMaxRead    = 256 << 10
+	defaultMaxWrite   = 1 << 20
+	defaultMaxEntries = 1000
+	filesTimeout      = 30 * time.Second
+)
+
+// errEscape is the error of every path that would leave the workspace.
+var errEscape = errors.New("path escapes the workspace")
+
+// workspacePath checks a path the model gave and returns it cleaned, relative to the
+// workspace. Absolute paths and paths that climb out with ".." are refused here; symlinks
+// that point out are refused by os.Root when the path is opened.
+func workspacePath(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", errors.New("path contains a NUL byte")
+	}
+	if p == "" {
+		return ".", nil
+	}
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
+		return "", fmt.Errorf("%q is absolute: %w (use a path relative to the workspace)", p, errEscape)
+	}
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%q: %w", p, errEscape)
+	}
+	return clean, nil
+}
+
+// openRoot opens the run's workspace as an os.Root, which refuses any path, symlinks
+// included, that resolves outside it.
+func openRoot(ws *Workspaces, runID string) (*os.Root, error) {
+	dir, err := ws.Dir(runID)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return root, nil
+}
+
+// rootErr rewords os.Root's refusals so the model understands them.
+func rootErr(p string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes from parent") {
+		return fmt.Errorf("%q: %w", p, errEscape)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%q does not exist in the workspace", p)
+	}
+	return err
+}
+
+// ReadFile is the read_file tool: it returns a text file of the run's workspace.
+type ReadFile struct {
+	ws  *Workspaces
+	cfg FilesConfig
+}
+
+// NewReadFile returns read_file over the given workspaces.
+func NewReadFile(ws *Workspaces, cfg FilesConfig) *ReadFile { return &ReadFile{ws: ws, cfg: cfg} }
+
+// Info describes read_file.
+func (t *ReadFile) Info() agent.ToolInfo {
+	return agent.ToolInfo{
+		Spec: agent.ToolSpec{
+			Name:        "read_file",
+			Description: "Read a text file from the workspace. Paths are relative to the workspace. Long files are returned in parts: pass offset to read further.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{` +
+				`"path":{"type":"string","description":"file path relative to the workspace"},` +
+				`"offset":{"type":"integer","minimum":0,"description":"byte offset to start at"}},` +
+				`"required":["path"],"additionalProperties":false}`),
+		},
+		ReadOnly:   true,
+		Idempotent: true,
+		Timeout:    filesTimeout,
+	}
+}
+
+// Assess rates every read as safe, unless config raises it.
+func (t *ReadFile) Assess(json.RawMessage) agent.Assessment {
+	return raise(agent.Assessment{Risk: agent.RiskSafe, Reason: "reads a file of the workspace"}, t.cfg.Risk)
+}
+
+// Call reads the file.
+func (t *ReadFile) Call(_ context.Context, inv agent.Invocation) (string, error) {
+	var args struct {
+		Path   string `json:"path"`
+		Offset int64  `json:"offset"`
+	}
+	if err := json.Unmarshal(inv.Args, &args); err != nil {
+		return "", fmt.Errorf("read_file arguments: %w", err)
+	}
+	p, err := workspacePath(args.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(t.ws, inv.RunID)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open(p)
+	if err != nil {
+		return "", rootErr(args.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat %q: %w", args.Path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%q is not a regular file (use list_files for directories)", args.Path)
+	}
+	if args.Offset < 0 || args.Offset > fi.Size() {
+		return "", fmt.Errorf("offset %d is outside the file's %d bytes", args.Offset, fi.Size())
+	}
+	limit := t.cfg.MaxReadBytes
+	if limit <= 0 {
+		limit = defaultMaxRead
+	}
+	data, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, args.Offset, fi.Size()-args.Offset), limit))
+	if err != nil {
+		return "", fmt.Errorf("read %q: %w", args.Path, err)
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return "", fmt.Errorf("%q is a binary file of %d bytes; read_file returns text only", args.Path, fi.Size())
+	}
+	// A cut may split a multi-byte character; drop the partial one rather than show garbage.
+	for len(data) > 0 && !utf8.Valid(data) && args.Offset+int64(len(data)) < fi.Size() {
+		data = data[:len(data)-1]
+	}
+	out := strings.ToValidUTF8(string(data), "\uFFFD")
+	if end := args.Offset + int64(len(data)); end < fi.Size() {
+		out += fmt.Sprintf("\n[truncated: bytes %d to %d of %d shown; call read_file again with offset=%d for more]", args.Offset, end, fi.Size(), end)
+	}
+	return out, nil
+}
+
+// WriteFile is the write_file tool: it creates or replaces a file of the run's workspace.
+type WriteFile struct {
+	ws  *Workspaces
+	cfg FilesConfig
+}
+
+// NewWriteFile returns write_file over the given workspaces.
+func NewWriteFile(ws *Workspaces, cfg FilesConfig) *WriteFile { return &WriteFile{ws: ws, cfg: cfg} }
+
+// Info describes write_file. Writing the same content twice leaves the same file, so a call
+// whose outcome a crash left unknown may be re-run.
+func (t *WriteFile) Info() agent.ToolInfo {
+	return agent.ToolInfo{
+		Spec: agent.ToolSpec{
+			Name:        "write_file",
+			Description: "Create or replace a file in the workspace with the given text. Missing parent directories are created. Paths are relative to the workspace.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{` +
+				`"path":{"type":"string","description":"file path relative to the workspace"},` +
+				`"content":{"type":"string","description":"the file's full new content"}},` +
+				`"required":["path","content"],"additionalProperties":false}`),
+		},
+		Idempotent: true,
+		Timeout:    filesTimeout,
+	}
+}
+
+// Assess rates every write as cautious, unless config raises it.
+func (t *WriteFile) Assess(json.RawMessage) agent.Assessment {
+	return raise(agent.Assessment{Risk: agent.RiskCautious, Reason: "writes a file of the workspace"}, t.cfg.Risk)
+}
+
+// Call writes the file.
+func (t *WriteFile) Call(_ context.Context, inv agent.Invocation) (string, error) {
+	var args struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(inv.Args, &args); err != nil {
+		return "", fmt.Errorf("write_file arguments: %w", err)
+	}
+	p, err := workspacePath(args.Path)
+	if err != nil {
+		return "", err
+	}
+	if p == "." {
+		return "", errors.New("path names the workspace itself; give a file name")
+	}
+	limit := t.cfg.MaxWriteBytes
+	if limit <= 0 {
+		limit = defaultMaxWrite
+	}
+	if len(args.Content) > limit {
+		return "", fmt.Errorf("content is %d bytes, more than the %d allowed", len(args.Content), limit)
+	}
+	root, err := openRoot(t.ws, inv.RunID)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if dir := path.Dir(p); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return "", rootErr(args.Path, err)
+		}
+	}
+	if err := root.WriteFile(p, []byte(args.Content), 0o644); err != nil {
+		return "", rootErr(args.Path, err)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(args.Content), p), nil
+}
+
+// ListFiles is the list_files tool: it lists a directory of the run's workspace.
+type ListFiles struct {
+	ws  *Workspaces
+	cfg FilesConfig
+}
+
+// NewListFiles returns list_files over the given workspaces.
+func NewListFiles(ws *Workspaces, cfg FilesConfig) *ListFiles { return &ListFiles{ws: ws, cfg: cfg} }
+
+// Info describes list_files.
+func (t *ListFiles) Info() agent.ToolInfo {
+	return agent.ToolInfo{
+		Spec: agent.ToolSpec{
+			Name:        "list_files",
+			Description: "List the files of a workspace directory: directories end in /, files show their size, symlinks their target. Set recursive to list subdirectories too.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{` +
+				`"path":{"type":"string","description":"directory relative to the workspace; empty for the workspace itself"},` +
+				`"recursive":{"type":"boolean"}},"additionalProperties":false}`),
+		},
+		ReadOnly:   true,
+		Idempotent: true,
+		Timeout:    filesTimeout,
+	}
+}
+
+// Assess rates every listing as safe, unless config raises it.
+func (t *ListFiles) Assess(json.RawMessage) agent.Assessment {
+	return raise(agent.Assessment{Risk: agent.RiskSafe, Reason: "lists files of the workspace"}, t.cfg.Risk)
+}
+
+// Call lists the directory. Symlinks are shown, never followed, so a link to a directory
+// outside the workspace reveals nothing but its target's name.
+func (t *ListFiles) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	var args struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	if err := json.Unmarshal(inv.Args, &args); err != nil {
+		return "", fmt.Errorf("list_files arguments: %w", err)
+	}
+	p, err := workspacePath(args.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(t.ws, inv.RunID)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	fi, err := root.Stat(p)
+	if err != nil {
+		return "", rootErr(args.Path, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%q is not a directory", args.Path)
+	}
+	limit := t.cfg.MaxEntries
+	if limit <= 0 {
+		limit = defaultMaxEntries
+	}
+	var b strings.Builder
+	n := 0
+	errFull := errors.New("full")
+	err = fs.WalkDir(root.FS(), p, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if name == p {
+			return nil
+		}
+		if n == limit {
+			return errFull
+		}
+		n++
+		rel := name
+		if p != "." {
+			rel = strings.TrimPrefix(name, p+"/")
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := root.Readlink(name)
+			if err != nil {
+				target = "?"
+			}
+			fmt.Fprintf(&b, "%s -> %s\n", rel, target)
+		case d.IsDir():
+			fmt.Fprintf(&b, "%s/\n", rel)
+			if !args.Recursive {
+				return fs.SkipDir
+			}
+		default:
+			size := int64(-1)
+			if info, err := d.Info(); err == nil {
+				size = info.Size()
+			}
+			fmt.Fprintf(&b, "%s  %d bytes\n", rel, size)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errFull):
+		fmt.Fprintf(&b, "[listing stopped at %d entries]\n", limit)
+	case err != nil:
+		return "", rootErr(args.Path, err)
+	}
+	if n == 0 {
+		return "(empty directory)", nil
+	}
+	return b.String(), nil
+}
