@@ -106,8 +106,12 @@ func (t *ReadFile) Info() agent.ToolInfo {
 }
 
 // Assess rates every read as safe, unless config raises it.
-func (t *ReadFile) Assess(json.RawMessage) agent.Assessment {
-	return raise(agent.Assessment{Risk: agent.RiskSafe, Reason: "reads a file of the workspace"}, t.cfg.Risk)
+func (t *ReadFile) Assess(args json.RawMessage) agent.Assessment {
+	return raise(t.assess(args), t.cfg.Risk)
+}
+
+func (t *ReadFile) assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe, Reason: "reads a file of the workspace"}
 }
 
 // Call reads the file.
@@ -192,8 +196,12 @@ func (t *WriteFile) Info() agent.ToolInfo {
 }
 
 // Assess rates every write as cautious, unless config raises it.
-func (t *WriteFile) Assess(json.RawMessage) agent.Assessment {
-	return raise(agent.Assessment{Risk: agent.RiskCautious, Reason: "writes a file of the workspace"}, t.cfg.Risk)
+func (t *WriteFile) Assess(args json.RawMessage) agent.Assessment {
+	return raise(t.assess(args), t.cfg.Risk)
+}
+
+func (t *WriteFile) assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskCautious, Reason: "writes a file of the workspace"}
 }
 
 // Call writes the file.
@@ -261,8 +269,12 @@ func (t *ListFiles) Info() agent.ToolInfo {
 }
 
 // Assess rates every listing as safe, unless config raises it.
-func (t *ListFiles) Assess(json.RawMessage) agent.Assessment {
-	return raise(agent.Assessment{Risk: agent.RiskSafe, Reason: "lists files of the workspace"}, t.cfg.Risk)
+func (t *ListFiles) Assess(args json.RawMessage) agent.Assessment {
+	return raise(t.assess(args), t.cfg.Risk)
+}
+
+func (t *ListFiles) assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe, Reason: "lists files of the workspace"}
 }
 
 // Call lists the directory. Symlinks are shown, never followed, so a link to a directory

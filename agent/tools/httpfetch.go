@@ -139,15 +139,19 @@ func (a *fetchArgs) method() string {
 // Assess rates GET and HEAD as safe and any other method as needing approval, since it may
 // change something on the other side.
 func (t *HTTPFetch) Assess(raw json.RawMessage) agent.Assessment {
+	return raise(t.assess(raw), t.cfg.Risk)
+}
+
+func (t *HTTPFetch) assess(raw json.RawMessage) agent.Assessment {
 	var args fetchArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return raise(agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}, t.cfg.Risk)
+		return agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}
 	}
 	m := args.method()
 	if m == http.MethodGet || m == http.MethodHead {
-		return raise(agent.Assessment{Risk: agent.RiskSafe, Reason: m + " " + args.URL}, t.cfg.Risk)
+		return agent.Assessment{Risk: agent.RiskSafe, Reason: m + " " + args.URL}
 	}
-	return raise(agent.Assessment{Risk: agent.RiskConfirm, Reason: m + " " + args.URL + " may change data on the server"}, t.cfg.Risk)
+	return agent.Assessment{Risk: agent.RiskConfirm, Reason: m + " " + args.URL + " may change data on the server"}
 }
 
 // Call fetches the URL.

@@ -277,4 +277,3 @@ func TestToolSchemaRejectsBrokenSchemas(t *testing.T) {
 		t.Errorf("toolSchema(nil) = %s, %v", raw, err)
 	}
 }
-

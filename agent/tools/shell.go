@@ -59,14 +59,16 @@ func (t *Shell) Info() agent.ToolInfo {
 }
 
 // Assess rates the command line; see AssessCommand.
-func (t *Shell) Assess(raw json.RawMessage) agent.Assessment {
+func (t *Shell) Assess(raw json.RawMessage) agent.Assessment { return raise(t.assess(raw), t.cfg.Risk) }
+
+func (t *Shell) assess(raw json.RawMessage) agent.Assessment {
 	var args struct {
 		Command string `json:"command"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return raise(agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}, t.cfg.Risk)
+		return agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}
 	}
-	return raise(AssessCommand(args.Command, t.cfg.SafeReadonly), t.cfg.Risk)
+	return AssessCommand(args.Command, t.cfg.SafeReadonly)
 }
 
 // Call runs the command. A command that ran to its end, whatever its exit code, is a result
