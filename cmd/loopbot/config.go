@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/tools"
 )
 
 // Duration is a time.Duration written as a string ("90s", "30m") in the config file.
@@ -40,6 +41,22 @@ type Config struct {
 	Admin AdminConfig `toml:"admin"`
 	LLM   LLMConfig   `toml:"llm"`
 	Agent AgentConfig `toml:"agent"`
+	Tools ToolsConfig `toml:"tools"`
+	// MCP lists the MCP servers ([[mcp.servers]]) whose tools the model may use.
+	MCP tools.MCPConfig `toml:"mcp"`
+}
+
+// ToolsConfig is the [tools] section: the built-in tools.
+type ToolsConfig struct {
+	Workspace string                `toml:"workspace"`
+	HTTPFetch tools.HTTPFetchConfig `toml:"http_fetch"`
+	Shell     tools.ShellConfig     `toml:"shell"`
+	Files     tools.FilesConfig     `toml:"files"`
+}
+
+// ToolsConfig returns the configuration of package tools: [tools] and [mcp] together.
+func (c Config) ToolsConfig() tools.Config {
+	return tools.Config{Workspace: c.Tools.Workspace, HTTPFetch: c.Tools.HTTPFetch, Shell: c.Tools.Shell, Files: c.Tools.Files, MCP: c.MCP}
 }
 
 // StoreConfig is the [store] section.
@@ -119,6 +136,12 @@ func DefaultConfig() Config {
 		Log:   LogConfig{Level: "info", Format: "text"},
 		Admin: AdminConfig{Addr: "127.0.0.1:9090"},
 		LLM:   LLMConfig{Model: "gpt-4o-mini", MaxRetries: 4, Timeout: Duration(2 * time.Minute)},
+		Tools: ToolsConfig{
+			Workspace: "loopbot-workspaces",
+			HTTPFetch: tools.HTTPFetchConfig{Enabled: true},
+			Shell:     tools.ShellConfig{Enabled: true},
+			Files:     tools.FilesConfig{Enabled: true},
+		},
 	}
 }
 
@@ -198,6 +221,9 @@ func (c Config) Check() error {
 		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Log.Format))
 	}
 	if _, err := c.AgentConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ToolsConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
