@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// SchemaVersion is the version of the on-disk layout this package reads and writes. A file
+// with a newer version is refused rather than misread.
+const SchemaVersion = 1
+
+// ErrLocked is returned by Open when another process holds the database file.
+var ErrLocked = errors.New("database is locked by another loopbot process")
+
+// ErrSchema is returned by Open when the file's schema version is not one this package
+// can read.
+var ErrSchema = errors.New("unsupported database schema")
+
+// ErrTxClosed is returned by a Tx used after the function it was handed to returned.
+var ErrTxClosed = errors.New("transaction used after its function returned")
+
+// DefaultLockTimeout is how long Open waits for another process to release the file.
+const DefaultLockTimeout = time.Second
+
+// Bucket names. The index buckets hold keys only and are kept in step with their data
+// buckets inside the same transaction.
+var (
+	bucketConversations = []byte("conversations")
+	bucketRuns          = []byte("runs")
+	bucketRunIDs        = []byte("run_ids") // run ID -> key in runs
+	bucketApprovals     = []byte("approvals")
+	bucketActions       = []byte("actions")
+	bucketEvents        = []byte("events")
+	bucketEventExpiry   = []byte("event_expiry") // expiry time + event ID -> nothing
+	bucketAudit         = []byte("audit")
+	bucketOutbox        = []byte("outbox")
+	bucketMeta          = []byte("meta")
+
+	allBuckets = [][]byte{
+		bucketConversations, bucketRuns, bucketRunIDs, bucketApprovals, bucketActions,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta,
+	}
+
+	metaSchemaVersion = []byte("schema_version")
+)
+
+// DB is a bot.Store kept in one bbolt file.
+type DB struct {
+	bolt *bolt.DB
+	path string
+}
+
+var _ bot.Store = (*DB)(nil)
+
+type options struct {
+	lockTimeout time.Duration
+}
+
+// Option changes how Open opens the database.
+type Option func(*options)
+
+// WithLockTimeout sets how long Open waits for another process to release the file before
+// it gives up with ErrLocked. It must be positive: waiting forever is what the timeout
+// exists to prevent.
+func WithLockTimeout(d time.Duration) Option {
+	return func(o *options) { o.lockTimeout = d }
+}
+
+// Open opens the database at path, creating the file (mode 0600) and its parent directory
+// (mode 0700) if needed. If another process holds the file for longer than the lock
+// timeout, Open fails with an error wrapping ErrLocked.
+func Open(path string, opts ...Option) (*DB, error) {
+	o := options{lockTimeout: DefaultLockTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.lockTimeout <= 0 {
+		return nil, fmt.Errorf("open store: lock timeout must be positive, got %s", o.lockTimeout)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := bdb.Update(initSchema); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &DB{bolt: bdb, path: path}, nil
+}
+
+// initSchema checks the schema version before it creates anything, so that a newer file is
+// left exactly as it was found.
+func initSchema(btx *bolt.Tx) error {
+	if meta := btx.Bucket(bucketMeta); meta != nil {
+		if v := meta.Get(metaSchemaVersion); v != nil {
+			var version int
+			if err := json.Unmarshal(v, &version); err != nil {
+				return fmt.Errorf("%w: version %q is not a number", ErrSchema, v)
+			}
+			if version > SchemaVersion {
+				return fmt.Errorf("%w: version %d is newer than this loopbot supports (%d)", ErrSchema, version, SchemaVersion)
+			}
+			if version < 1 {
+				return fmt.Errorf("%w: version %d is not valid", ErrSchema, version)
+			}
+		}
+	}
+	for _, name := range allBuckets {
+		if _, err := btx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := btx.Bucket(bucketMeta)
+	if meta.Get(metaSchemaVersion) != nil {
+		return nil
+	}
+	v, err := json.Marshal(SchemaVersion)
+	if err != nil {
+		return err
+	}
+	return meta.Put(metaSchemaVersion, v)
+}
+
+// Path is the file the database lives in.
+func (db *DB) Path() string { return db.path }
+
+// Close closes the file and releases its lock. Transactions still running are waited for.
+func (db *DB) Close() error {
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// Update runs fn in one read-write transaction and commits it if fn returns nil. An error
+// from fn is returned as it is, after the transaction was rolled back.
+func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
+	return db.do(ctx, true, fn)
+}
+
+// View runs fn in one read-only transaction, which sees a consistent snapshot.
+func (db *DB) View(ctx context.Context, fn func(tx bot.Tx) error) error {
+	return db.do(ctx, false, fn)
+}
+
+func (db *DB) do(ctx context.Context, writable bool, fn func(tx bot.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var fnErr error
+	run := func(btx *bolt.Tx) error {
+		// Checked again here because Update may have waited for another writer.
+		if err := ctx.Err(); err != nil {
+			fnErr = err
+			return err
+		}
+		t := &tx{btx: btx}
+		defer func() { t.closed = true }()
+		fnErr = fn(t)
+		return fnErr
+	}
+	var err error
+	if writable {
+		err = db.bolt.Update(run)
+	} else {
+		err = db.bolt.View(run)
+	}
+	if err != nil && fnErr == nil {
+		// The error is bbolt's own (a failed commit, a closed database), not fn's.
+		if writable {
+			return fmt.Errorf("store update: %w", err)
+		}
+		return fmt.Errorf("store view: %w", err)
+	}
+	return err
+}

@@ -1,0 +1,57 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// Records are stored as JSON of loopbot's own types, never of a library's, so that a
+// library upgrade never changes what is on disk.
+
+// claim is the stored value of one event claim.
+type claim struct {
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// runHeader is the part of a stored run that Runs filters on. Decoding it skips the agent
+// state, which is most of the record.
+type runHeader struct {
+	Thread bot.ThreadRef `json:"thread"`
+	Status agent.Status  `json:"status"`
+}
+
+// decode unmarshals a stored value. what names the record in the error.
+func decode[T any](data []byte, what string) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// timeKey encodes t as 8 bytes that sort in time order. Flipping the sign bit of the
+// nanosecond count makes times before 1970 sort before those after. UnixNano is only
+// defined between the years 1678 and 2262.
+func timeKey(t time.Time) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, uint64(t.UnixNano())^(1<<63))
+	return b
+}
+
+// seqKey encodes a bucket sequence number as 8 bytes that sort in order.
+func seqKey(n uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, n)
+	return b
+}
+
+// expiryKey is the event_expiry index key of a claim: expiry first so that a purge is a
+// range scan from the start of the bucket.
+func expiryKey(expires time.Time, id string) []byte {
+	return append(timeKey(expires), id...)
+}

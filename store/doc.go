@@ -1,0 +1,51 @@
+// Package store keeps loopbot's durable state in one bbolt file: it is the bbolt
+// implementation of bot.Store.
+//
+// Open takes the file's lock with a timeout, so a second loopbot process started on the same
+// file fails at once with ErrLocked instead of hanging. Update and View are bbolt's
+// transactions behind the bot.Tx interface: Update is serialisable, so a read, check and
+// write inside one function is a compare-and-set.
+//
+// # Layout
+//
+// Every value is JSON of loopbot's own types (bot and agent), never of a library's, so an
+// upgrade of bbolt or of anything else never changes what is on disk. The buckets:
+//
+//	conversations  ThreadRef.Key() -> bot.Conversation
+//	runs           8-byte creation sequence -> bot.RunRecord (with its agent.State)
+//	run_ids        run ID -> key in runs
+//	approvals      approval ID -> bot.Approval
+//	actions        button action ID -> bot.Action
+//	events         delivery ID -> expiry of its claim
+//	event_expiry   8-byte expiry time + delivery ID -> empty (the purge index)
+//	audit          8-byte time + 8-byte sequence -> bot.AuditEntry
+//	outbox         item key -> bot.OutboxItem
+//	meta           "schema_version" -> 1
+//
+// Open writes SchemaVersion into a new file and refuses a file with a newer one (ErrSchema).
+// Check runs bbolt's consistency check and verifies that the index buckets agree with the
+// buckets they index; tests run it after every test.
+//
+// # Caveats
+//
+// The function given to Update runs while holding the database's only write lock: every
+// other writer waits until it returns. Do no network I/O and nothing slow inside it; read
+// what is needed, decide, write, and post messages afterwards through the outbox.
+//
+// Do not call Update or View from inside the function of another Update or View on the same
+// DB: bbolt can deadlock, as the writer waits on itself.
+//
+// The bot.Tx handed to a function is only valid until that function returns; afterwards
+// every call on it fails with ErrTxClosed. Values returned by its getters are decoded
+// copies, free to change and put back.
+//
+// The context is checked before a transaction starts and again once bbolt has granted it,
+// but a transaction that has started runs to its end: bbolt cannot be interrupted.
+//
+// Creation order of runs is the order in which they were first put, not their CreatedAt.
+// Times used in keys (audit entries, event expiries) must lie between the years 1678 and
+// 2262, the range of UnixNano.
+//
+// An event claim is live while now is before its expiry; ClaimEvent and PurgeEvents take
+// now as a parameter, so the caller's clock decides, and tests need not sleep.
+package store

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// errNoChange makes bbolt roll back a transaction that found nothing to write, so that a
+// duplicate delivery or an empty purge costs no disk sync.
+var errNoChange = errors.New("no change")
+
+// ClaimEvent records id as seen until now+ttl. It reports true when id was not seen before
+// or its earlier claim has expired (a claim is live while now is before its expiry), and
+// false for a duplicate within ttl.
+func (db *DB) ClaimEvent(ctx context.Context, id string, now time.Time, ttl time.Duration) (bool, error) {
+	if id == "" {
+		return false, errors.New("claim event: no id")
+	}
+	if ttl <= 0 {
+		return false, fmt.Errorf("claim event %s: ttl must be positive, got %s", id, ttl)
+	}
+	expires := now.Add(ttl).UTC()
+	if err := checkKeyTime(expires); err != nil {
+		return false, fmt.Errorf("claim event %s: %w", id, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	err := db.bolt.Update(func(btx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		events, index := btx.Bucket(bucketEvents), btx.Bucket(bucketEventExpiry)
+		if v := events.Get([]byte(id)); v != nil {
+			old, err := decode[claim](v, "event claim "+id)
+			if err != nil {
+				return err
+			}
+			if now.Before(old.ExpiresAt) {
+				return errNoChange
+			}
+			if err := index.Delete(expiryKey(old.ExpiresAt, id)); err != nil {
+				return err
+			}
+		}
+		data, err := json.Marshal(claim{ExpiresAt: expires})
+		if err != nil {
+			return err
+		}
+		if err := events.Put([]byte(id), data); err != nil {
+			return err
+		}
+		return index.Put(expiryKey(expires, id), []byte{})
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("claim event %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// PurgeEvents deletes the claims that expired at or before now and returns how many. It
+// reads the expiry index from its start and stops at the first live claim.
+func (db *DB) PurgeEvents(ctx context.Context, now time.Time) (int, error) {
+	if err := checkKeyTime(now); err != nil {
+		return 0, fmt.Errorf("purge events: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	limit := timeKey(now)
+	n := 0
+	err := db.bolt.Update(func(btx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		events, index := btx.Bucket(bucketEvents), btx.Bucket(bucketEventExpiry)
+		// Keys are collected first because deleting under a bbolt cursor can make it skip
+		// the next key.
+		var expired [][]byte
+		c := index.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) < 8 {
+				return fmt.Errorf("malformed expiry index key %x", k)
+			}
+			if bytes.Compare(k[:8], limit) > 0 {
+				break
+			}
+			expired = append(expired, bytes.Clone(k))
+		}
+		if len(expired) == 0 {
+			return errNoChange
+		}
+		for _, k := range expired {
+			if err := index.Delete(k); err != nil {
+				return err
+			}
+			if err := events.Delete(k[8:]); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("purge events: %w", err)
+	}
+	return n, nil
+}

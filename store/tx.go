@@ -1,0 +1,328 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// tx is the bot.Tx handed to the functions of Update and View. It wraps one bbolt
+// transaction and refuses to be used once that function has returned, when bbolt may
+// already have committed or rolled back underneath it.
+type tx struct {
+	btx    *bolt.Tx
+	closed bool
+}
+
+var _ bot.Tx = (*tx)(nil)
+
+func (t *tx) bucket(name []byte) (*bolt.Bucket, error) {
+	if t.closed {
+		return nil, ErrTxClosed
+	}
+	b := t.btx.Bucket(name)
+	if b == nil {
+		// Open creates every bucket, so this is a damaged file, not a missing record.
+		return nil, fmt.Errorf("bucket %s is missing", name)
+	}
+	return b, nil
+}
+
+// get decodes the value under key, or returns an error wrapping bot.ErrNotFound.
+func get[T any](t *tx, bucket []byte, key, what string) (*T, error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", what, key, err)
+	}
+	data := b.Get([]byte(key))
+	if data == nil {
+		return nil, fmt.Errorf("%s %s: %w", what, key, bot.ErrNotFound)
+	}
+	return decode[T](data, what+" "+key)
+}
+
+// put stores v as JSON under key.
+func put(t *tx, bucket []byte, key, what string, v any) error {
+	if key == "" {
+		return fmt.Errorf("put %s: empty key", what)
+	}
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	if err := b.Put([]byte(key), data); err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	return nil
+}
+
+// scan decodes every value of a bucket, in key order, and keeps those keep accepts.
+func scan[T any](t *tx, bucket []byte, what string, keep func(*T) bool) ([]*T, error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	var out []*T
+	err = b.ForEach(func(k, v []byte) error {
+		rec, err := decode[T](v, what+" "+string(k))
+		if err != nil {
+			return err
+		}
+		if keep(rec) {
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// Runs are stored under a key taken from the runs bucket's sequence when the run is first
+// put, so the bucket's order is creation order whatever the clocks said. run_ids maps a run
+// ID to that key, which makes Run a direct lookup.
+
+func (t *tx) Run(id string) (*bot.RunRecord, error) {
+	ids, err := t.bucket(bucketRunIDs)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	key := ids.Get([]byte(id))
+	if key == nil {
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	data := runs.Get(key)
+	if data == nil {
+		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
+	}
+	return decode[bot.RunRecord](data, "run "+id)
+}
+
+// PutRun stores r. When r carries a State, the stored Status is the State's, so the two
+// can never disagree; r itself is not changed.
+func (t *tx) PutRun(r *bot.RunRecord) error {
+	if r == nil || r.ID == "" {
+		return errors.New("put run: no run id")
+	}
+	rec := *r
+	if rec.State != nil {
+		if rec.State.RunID != rec.ID {
+			return fmt.Errorf("put run %s: state belongs to run %q", rec.ID, rec.State.RunID)
+		}
+		rec.Status = rec.State.Status
+	}
+	data, err := json.Marshal(&rec)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	ids, err := t.bucket(bucketRunIDs)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	key := bytes.Clone(ids.Get([]byte(rec.ID)))
+	if key == nil {
+		seq, err := runs.NextSequence()
+		if err != nil {
+			return fmt.Errorf("put run %s: %w", rec.ID, err)
+		}
+		key = seqKey(seq)
+		if err := ids.Put([]byte(rec.ID), key); err != nil {
+			return fmt.Errorf("put run %s: %w", rec.ID, err)
+		}
+	}
+	if err := runs.Put(key, data); err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Runs lists runs in creation order, the order in which they were first put. It decodes only
+// the header of runs the filter rejects.
+func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list runs: negative limit %d", f.Limit)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var out []*bot.RunRecord
+	c := runs.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		h, err := decode[runHeader](v, "run header")
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, h.Status) {
+			continue
+		}
+		if f.Thread != nil && *f.Thread != h.Thread {
+			continue
+		}
+		r, err := decode[bot.RunRecord](v, "run")
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+		if len(out) == f.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (t *tx) Conversation(thread bot.ThreadRef) (*bot.Conversation, error) {
+	return get[bot.Conversation](t, bucketConversations, thread.Key(), "conversation")
+}
+
+func (t *tx) PutConversation(c *bot.Conversation) error {
+	if c == nil || !c.Thread.Valid() {
+		return errors.New("put conversation: no valid thread")
+	}
+	return put(t, bucketConversations, c.Thread.Key(), "conversation", c)
+}
+
+func (t *tx) Approval(id string) (*bot.Approval, error) {
+	return get[bot.Approval](t, bucketApprovals, id, "approval")
+}
+
+func (t *tx) PutApproval(a *bot.Approval) error {
+	if a == nil {
+		return errors.New("put approval: nil")
+	}
+	return put(t, bucketApprovals, a.ID, "approval", a)
+}
+
+// Approvals scans the whole bucket: approvals are few (a handful per run, and old runs' can
+// be pruned), so an index per run or status would cost more in upkeep than it saves.
+func (t *tx) Approvals(runID string) ([]*bot.Approval, error) {
+	out, err := scan(t, bucketApprovals, "approval", func(a *bot.Approval) bool {
+		if runID == "" {
+			return a.Status == bot.ApprovalPending
+		}
+		return a.RunID == runID
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Key order is ID order, which means nothing to a reader; show them as they were asked.
+	slices.SortStableFunc(out, func(a, b *bot.Approval) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+func (t *tx) Action(id string) (*bot.Action, error) {
+	return get[bot.Action](t, bucketActions, id, "action")
+}
+
+func (t *tx) PutAction(a *bot.Action) error {
+	if a == nil {
+		return errors.New("put action: nil")
+	}
+	return put(t, bucketActions, a.ID, "action", a)
+}
+
+// Bounds of the times a key can hold: timeKey uses UnixNano.
+var (
+	minKeyTime = time.Unix(0, math.MinInt64)
+	maxKeyTime = time.Unix(0, math.MaxInt64)
+)
+
+func checkKeyTime(t time.Time) error {
+	if t.Before(minKeyTime) || t.After(maxKeyTime) {
+		return fmt.Errorf("time %s is outside the years 1678 to 2262", t.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// AppendAudit stores e under its time and the bucket's next sequence number, so entries
+// list in time order and entries with the same time in the order they were appended.
+func (t *tx) AppendAudit(e bot.AuditEntry) error {
+	if err := checkKeyTime(e.At); err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	audit, err := t.bucket(bucketAudit)
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	seq, err := audit.NextSequence()
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	data, err := json.Marshal(&e)
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	if err := audit.Put(append(timeKey(e.At), seqKey(seq)...), data); err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	return nil
+}
+
+// Audit scans the whole log even for one run. The log only grows by decisions, which are
+// rare next to steps; an index by run can come when a deployment's log makes this slow.
+func (t *tx) Audit(runID string) ([]bot.AuditEntry, error) {
+	entries, err := scan(t, bucketAudit, "audit entry", func(e *bot.AuditEntry) bool {
+		return runID == "" || e.RunID == runID
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bot.AuditEntry, len(entries))
+	for i, e := range entries {
+		out[i] = *e
+	}
+	return out, nil
+}
+
+func (t *tx) PutOutbox(item bot.OutboxItem) error {
+	return put(t, bucketOutbox, item.Key, "outbox item", &item)
+}
+
+// Outbox lists the items oldest first, so that a thread's messages go out in the order they
+// were asked for. The outbox only holds what is not yet sent, so sorting it is cheap.
+func (t *tx) Outbox() ([]bot.OutboxItem, error) {
+	items, err := scan(t, bucketOutbox, "outbox item", func(*bot.OutboxItem) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(items, func(a, b *bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	out := make([]bot.OutboxItem, len(items))
+	for i, it := range items {
+		out[i] = *it
+	}
+	return out, nil
+}
+
+// DeleteOutbox removes the item with key. A missing key is not an error: the item was sent
+// and deleted before.
+func (t *tx) DeleteOutbox(key string) error {
+	b, err := t.bucket(bucketOutbox)
+	if err != nil {
+		return fmt.Errorf("delete outbox item %s: %w", key, err)
+	}
+	if err := b.Delete([]byte(key)); err != nil {
+		return fmt.Errorf("delete outbox item %s: %w", key, err)
+	}
+	return nil
+}
