@@ -1,0 +1,117 @@
+package bot
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as a Go duration string ("1s", "30m"),
+// so the command can decode Config straight from its TOML file.
+type Duration time.Duration
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("want a duration such as \"1s\" or \"30m\": %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration as Go prints it.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// Who may approve a tool call (Policy.ApproveBy).
+const (
+	// ApproveByRequester: the person who started the run, or any listed approver.
+	ApproveByRequester = "requester"
+	// ApproveByApprovers: only the listed approvers.
+	ApproveByApprovers = "approvers"
+	// ApproveByChannel: anyone in the channel who may use the bot.
+	ApproveByChannel = "channel"
+)
+
+// minDedupeTTL is the shortest dedupe window allowed: Slack retries a delivery for up to
+// about an hour, and a shorter window would let a retry start a second run.
+const minDedupeTTL = time.Hour
+
+// Config holds the bot's limits and policies. Zero fields take their defaults (Defaults).
+type Config struct {
+	// MaxConcurrentRuns bounds the runs worked on at once; more wait, queued, in order.
+	MaxConcurrentRuns int `toml:"max_concurrent_runs"`
+	// EditInterval is the least time between two calls to one channel (posts and edits).
+	EditInterval Duration `toml:"edit_interval"`
+	// DedupeTTL is how long an inbound delivery ID is remembered; at least an hour.
+	DedupeTTL Duration `toml:"dedupe_ttl"`
+	Policy    Policy   `toml:"policy"`
+	// Redact lists extra secret values (such as configured tokens) that must never be posted.
+	Redact []string `toml:"redact"`
+}
+
+// Policy says who may use the bot and who may decide on tool calls. Users are matched by
+// their platform user ID.
+type Policy struct {
+	// AllowedChannels and AllowedUsers limit who may start runs; empty allows everyone.
+	AllowedChannels []string `toml:"allowed_channels"`
+	AllowedUsers    []string `toml:"allowed_users"`
+	// Approvers may approve or reject any run's calls (and cancel any run).
+	Approvers []string `toml:"approvers"`
+	// ApproveBy is requester, approvers or channel.
+	ApproveBy string `toml:"approve_by"`
+	// DangerousNeedsOther makes a dangerous call need an approver other than the requester.
+	// It is a pointer so that leaving it out of the file means the safe default, true.
+	DangerousNeedsOther *bool `toml:"dangerous_needs_other"`
+	// ApprovalExpiry is how long an approval request waits before it counts as rejected.
+	ApprovalExpiry Duration `toml:"approval_expiry"`
+}
+
+// Defaults returns c with every unset field at its default.
+func (c Config) Defaults() Config {
+	if c.MaxConcurrentRuns == 0 {
+		c.MaxConcurrentRuns = 8
+	}
+	if c.EditInterval == 0 {
+		c.EditInterval = Duration(time.Second)
+	}
+	if c.DedupeTTL == 0 {
+		c.DedupeTTL = Duration(2 * time.Hour)
+	}
+	if c.Policy.ApproveBy == "" {
+		c.Policy.ApproveBy = ApproveByRequester
+	}
+	if c.Policy.DangerousNeedsOther == nil {
+		yes := true
+		c.Policy.DangerousNeedsOther = &yes
+	}
+	if c.Policy.ApprovalExpiry == 0 {
+		c.Policy.ApprovalExpiry = Duration(30 * time.Minute)
+	}
+	return c
+}
+
+// Check reports a configuration the bot cannot work with.
+func (c Config) Check() error {
+	switch c.Policy.ApproveBy {
+	case "", ApproveByRequester, ApproveByApprovers, ApproveByChannel:
+	default:
+		return fmt.Errorf("approve_by %q: want %q, %q or %q", c.Policy.ApproveBy, ApproveByRequester, ApproveByApprovers, ApproveByChannel)
+	}
+	switch {
+	case c.MaxConcurrentRuns < 0:
+		return errors.New("max_concurrent_runs must not be negative")
+	case c.EditInterval < 0 || c.Policy.ApprovalExpiry < 0:
+		return errors.New("durations must not be negative")
+	case c.DedupeTTL != 0 && time.Duration(c.DedupeTTL) < minDedupeTTL:
+		return fmt.Errorf("dedupe_ttl %s: want at least %s, since platforms retry deliveries for that long", time.Duration(c.DedupeTTL), minDedupeTTL)
+	case c.Policy.ApproveBy == ApproveByApprovers && len(c.Policy.Approvers) == 0:
+		return errors.New("approve_by = \"approvers\" needs at least one approver")
+	}
+	return nil
+}
+
+// dangerousNeedsOther is the setting in force, true when unset.
+func (p Policy) dangerousNeedsOther() bool {
+	return p.DangerousNeedsOther == nil || *p.DangerousNeedsOther
+}

@@ -1,0 +1,275 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Retries of platform calls that fail for reasons other than a rate limit back off
+// exponentially from retryBase up to retryCap; after Bot.maxTries attempts the item is
+// dropped.
+const (
+	retryBase = time.Second
+	retryCap  = 2 * time.Minute
+)
+
+// channel is the dispatcher's pacing state for one platform channel.
+type channel struct {
+	// limiter spaces calls EditInterval apart.
+	limiter *rate.Limiter
+	// notBefore holds the channel back after a rate limit (its Retry-After) or a failure
+	// (the backoff). Later items of the channel wait too, so messages keep their order.
+	notBefore time.Time
+}
+
+// dispatch sends the outbox until ctx ends or, once Stop closed b.flush, until the outbox is
+// empty. One goroutine sends everything, so no two calls race for a channel; a channel that
+// must wait is skipped, not waited for, so the others keep flowing.
+func (b *Bot) dispatch(ctx context.Context) {
+	channels := map[string]*channel{}
+	flush, draining := b.flush, false
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next, left := b.dispatchPass(ctx, channels)
+		if draining && left == 0 || ctx.Err() != nil {
+			return
+		}
+		var wake <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+			wake = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-flush:
+			draining, flush = true, nil
+		case <-b.wakeOutbox:
+		case <-wake:
+		}
+	}
+}
+
+// dispatchPass sends what pacing allows now, oldest first, and returns when the next item
+// may go (zero if nothing waits on time) and how many items are left.
+func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (next time.Time, left int) {
+	var items []OutboxItem
+	err := b.store.View(ctx, func(tx Tx) error {
+		var err error
+		items, err = tx.Outbox()
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Error("read outbox", "err", err)
+		}
+		return time.Now().Add(retryBase), 1
+	}
+	slices.SortFunc(items, func(a, b OutboxItem) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.Key, b.Key))
+	})
+	waitFor := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	held := map[string]bool{}
+	for _, it := range items {
+		key := it.Thread.Platform + "/" + it.Thread.Channel
+		if held[key] || ctx.Err() != nil {
+			left++
+			continue
+		}
+		ch := channels[key]
+		if ch == nil {
+			ch = &channel{limiter: rate.NewLimiter(rate.Every(time.Duration(b.cfg.EditInterval)), 1)}
+			channels[key] = ch
+		}
+		now := time.Now()
+		if now.Before(ch.notBefore) {
+			held[key] = true
+			waitFor(ch.notBefore)
+			left++
+			continue
+		}
+		if r := ch.limiter.ReserveN(now, 1); r.DelayFrom(now) > 0 {
+			r.CancelAt(now)
+			held[key] = true
+			waitFor(now.Add(r.DelayFrom(now)))
+			left++
+			continue
+		}
+		if !b.send(ctx, it, ch) {
+			held[key] = true
+			waitFor(ch.notBefore)
+			left++
+		}
+	}
+	return next, left
+}
+
+// send renders one item from the current records, posts or edits it, and settles the item.
+// It reports whether the item is done; if not, ch.notBefore says when to try again.
+func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
+	log := b.log.With("item", it.Key, "platform", it.Thread.Platform, "channel", it.Thread.Channel)
+	p := b.platforms[it.Thread.Platform]
+	if p == nil {
+		log.Error("outbox item for a platform that is not configured; dropped")
+		return b.drop(ctx, it)
+	}
+	var msg Message
+	var existing MessageRef
+	err := b.store.View(ctx, func(tx Tx) error {
+		var err error
+		if msg, err = render(tx, it); err != nil {
+			return err
+		}
+		existing, err = postedRef(tx, it)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Error("render outbox item; dropped", "err", err)
+		return b.drop(ctx, it)
+	}
+	out := b.redactor.message(msg)
+	var ref MessageRef
+	if existing.ID != "" {
+		err = p.Update(ctx, existing, out)
+	} else {
+		ref, err = p.Post(ctx, it.Thread, out)
+	}
+	var rl *RateLimitError
+	var perm *PermanentError
+	switch {
+	case err == nil:
+		b.sent(ctx, it, msg, ref)
+		return true
+	case errors.As(err, &rl):
+		// Honour Retry-After for this channel only; the item is tried once more after it.
+		log.Warn("platform rate limit", "retry_after", rl.RetryAfter)
+		ch.notBefore = time.Now().Add(rl.RetryAfter)
+		return false
+	case errors.As(err, &perm):
+		log.Error("platform refused the message for good; dropped", "err", err)
+		return b.drop(ctx, it)
+	case ctx.Err() != nil:
+		return false
+	}
+	it.Attempts++
+	if it.Attempts >= b.maxTries {
+		log.Error("platform call kept failing; dropped", "attempts", it.Attempts, "err", err)
+		return b.drop(ctx, it)
+	}
+	backoff := min(retryBase<<(it.Attempts-1), retryCap)
+	log.Warn("platform call failed; will retry", "attempts", it.Attempts, "backoff", backoff, "err", err)
+	ch.notBefore = time.Now().Add(backoff)
+	err = b.store.Update(ctx, func(tx Tx) error {
+		// Count the attempt only on the item that failed: a newer card state stored under
+		// the same key in the meantime starts afresh.
+		cur, ok, err := outboxItem(tx, it.Key)
+		if err != nil || !ok || !cur.CreatedAt.Equal(it.CreatedAt) {
+			return err
+		}
+		return tx.PutOutbox(it)
+	})
+	if err != nil && ctx.Err() == nil {
+		log.Error("count outbox attempt", "err", err)
+	}
+	return false
+}
+
+// sent records a message that reached the platform: the reference of a new card, so later
+// states edit it in place, and the end of the item. A card item is done only if the records
+// still render to what was sent; if they changed meanwhile it stays and goes again. The
+// message is out, so this bookkeeping is done even when ctx is ending.
+func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef) {
+	err := b.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
+		if ref.ID != "" {
+			if err := saveRef(tx, it, ref); err != nil {
+				return err
+			}
+		}
+		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard {
+			if now, err := render(tx, it); err == nil && !reflect.DeepEqual(now, msg) {
+				return nil
+			}
+		}
+		return tx.DeleteOutbox(it.Key)
+	})
+	if err != nil {
+		b.log.Error("settle sent outbox item", "item", it.Key, "err", err)
+	}
+}
+
+// drop deletes an item that cannot be sent. It reports true: the item is settled.
+func (b *Bot) drop(ctx context.Context, it OutboxItem) bool {
+	err := b.store.Update(ctx, func(tx Tx) error { return tx.DeleteOutbox(it.Key) })
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("drop outbox item", "item", it.Key, "err", err)
+	}
+	return true
+}
+
+// postedRef is the message an item edits, if it was posted before: the run's status card or
+// the approval's card. Other items are always new posts.
+func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
+	switch it.Kind {
+	case OutboxCard:
+		rec, err := tx.Run(it.RunID)
+		if err != nil {
+			return MessageRef{}, err
+		}
+		return rec.Card, nil
+	case OutboxApprovalCard:
+		ap, err := tx.Approval(it.ApprovalID)
+		if err != nil {
+			return MessageRef{}, err
+		}
+		return ap.Card, nil
+	}
+	return MessageRef{}, nil
+}
+
+// saveRef stores the reference of a newly posted card.
+func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
+	switch it.Kind {
+	case OutboxCard:
+		rec, err := tx.Run(it.RunID)
+		if err != nil {
+			return err
+		}
+		rec.Card = ref
+		return tx.PutRun(rec)
+	case OutboxApprovalCard:
+		ap, err := tx.Approval(it.ApprovalID)
+		if err != nil {
+			return err
+		}
+		ap.Card = ref
+		return tx.PutApproval(ap)
+	}
+	return nil
+}
+
+// outboxItem finds the stored item with key.
+func outboxItem(tx Tx, key string) (OutboxItem, bool, error) {
+	items, err := tx.Outbox()
+	if err != nil {
+		return OutboxItem{}, false, err
+	}
+	i := slices.IndexFunc(items, func(it OutboxItem) bool { return it.Key == key })
+	if i < 0 {
+		return OutboxItem{}, false, nil
+	}
+	return items[i], true, nil
+}

@@ -1,0 +1,188 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+// maxArgsShown bounds the arguments on an approval card: a code field is not split by the
+// adapters, and Slack refuses a block over 3000 characters. The cut is said on the card.
+const maxArgsShown = 2800
+
+// render builds the message for an outbox item from the records as they are now, so an item
+// that waited shows the latest state. It reads the store only through tx and does no I/O of
+// its own, so it can run again inside a transaction to see whether what was sent is current.
+func render(tx Tx, it OutboxItem) (Message, error) {
+	if it.Kind == OutboxNotice {
+		return Message{Kind: KindNotice, Text: it.Text}, nil
+	}
+	rec, err := tx.Run(it.RunID)
+	if err != nil {
+		return Message{}, fmt.Errorf("load run %s: %w", it.RunID, err)
+	}
+	st := rec.State
+	switch it.Kind {
+	case OutboxCard:
+		return statusCard(rec), nil
+	case OutboxApprovalCard:
+		ap, err := tx.Approval(it.ApprovalID)
+		if err != nil {
+			return Message{}, fmt.Errorf("load approval %s: %w", it.ApprovalID, err)
+		}
+		return approvalCard(ap, st.Call(ap.CallID)), nil
+	case OutboxAnswer:
+		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+	case OutboxFailure:
+		return failureMessage(st), nil
+	case OutboxQuestion:
+		m := Message{Kind: KindQuestion, Title: "The run needs you", Text: it.Text}
+		switch {
+		case rec.Status != agent.StatusAwaitingInput:
+		case st.Pause.Kind == agent.PauseAskUser:
+			m.Title = "Question"
+			m.Footer = "Reply in this thread to answer."
+		default:
+			m.Footer = "Reply in this thread with instructions, or choose:"
+			m.Buttons = []Button{
+				{ID: rec.ContinueAction, Label: "Continue", Style: StylePrimary},
+				{ID: rec.StopAction, Label: "Stop", Style: StyleDanger},
+			}
+		}
+		return m, nil
+	}
+	return Message{}, fmt.Errorf("unknown outbox kind %q", it.Kind)
+}
+
+// statusCard is the run's one progress message, edited in place as the run goes.
+func statusCard(rec *RunRecord) Message {
+	st := rec.State
+	p := st.Progress()
+	m := Message{Kind: KindStatus, Title: clip(st.Goal, 150), Text: statusLabel(rec.Status)}
+	for _, it := range p.Plan {
+		m.Plan = append(m.Plan, PlanLine{Text: it.Step, Status: string(it.Status)})
+	}
+	if p.Current != "" && !rec.Status.Terminal() {
+		m.Text += ": " + p.Current
+	}
+	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
+	if !rec.Status.Terminal() && rec.CancelAction != "" {
+		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}
+	}
+	return m
+}
+
+// statusLabel says where a run is in words.
+func statusLabel(s agent.Status) string {
+	switch s {
+	case agent.StatusQueued:
+		return "Queued"
+	case agent.StatusRunning:
+		return "Working"
+	case agent.StatusAwaitingApproval:
+		return "Waiting for approval"
+	case agent.StatusAwaitingInput:
+		return "Waiting for a reply"
+	case agent.StatusCompleted:
+		return "Done"
+	case agent.StatusFailed:
+		return "Failed"
+	case agent.StatusCancelled:
+		return "Cancelled"
+	case agent.StatusBudgetExhausted:
+		return "Stopped: budget spent"
+	}
+	return string(s)
+}
+
+// approvalCard asks for a decision on one call, or says how it was decided. c is the call as
+// the run state has it; it is nil only if the state lost it, which the card says.
+func approvalCard(ap *Approval, c *agent.CallRecord) Message {
+	m := Message{Kind: KindApproval, Title: "Approve " + ap.Tool + "?"}
+	args, reason := "(the call is no longer in the run)", ""
+	if c != nil {
+		args, reason = prettyArgs(c.Arguments), c.RiskReason
+	}
+	m.Fields = []Field{
+		{Name: "Arguments", Value: args, Code: true},
+		{Name: "Risk", Value: ap.Risk.String()},
+	}
+	if reason != "" {
+		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
+	}
+	m.Footer = "Requested by " + displayName(ap.Requester) + "'s run"
+	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+	switch ap.Status {
+	case ApprovalPending:
+		m.Text = "The run wants to call " + ap.Tool + ". Approve to run it once with exactly these arguments."
+		approve := Button{ID: ap.ApproveAction, Label: "Approve", Style: StylePrimary}
+		if ap.Risk >= agent.RiskDangerous {
+			approve.Confirm = "This call is dangerous. Run " + ap.Tool + " with these arguments?"
+		}
+		m.Buttons = []Button{approve, {ID: ap.RejectAction, Label: "Reject", Style: StyleDanger}}
+	case ApprovalApproved:
+		m.Title = ap.Tool + ": approved"
+		m.Text = "Approved by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+	case ApprovalRejected:
+		m.Title = ap.Tool + ": rejected"
+		m.Text = "Rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+	case ApprovalExpired:
+		m.Title = ap.Tool + ": expired"
+		m.Text = "Expired: not approved within " + ap.ExpiresAt.Sub(ap.CreatedAt).String() + "."
+	case ApprovalCancelled:
+		m.Title = ap.Tool + ": closed"
+		m.Text = "Closed: the run was cancelled."
+	}
+	return m
+}
+
+// prettyArgs indents JSON arguments for reading; anything else is shown as the model sent it.
+func prettyArgs(raw string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(raw), "", "  ") != nil {
+		b.Reset()
+		b.WriteString(raw)
+	}
+	if b.Len() > maxArgsShown {
+		return clip(b.String(), maxArgsShown) + "\n(cut: the run's transcript has the full arguments)"
+	}
+	return b.String()
+}
+
+// failureMessage says how a run ended without an answer, and what it did and did not do.
+func failureMessage(st *agent.State) Message {
+	m := Message{Kind: KindFailure}
+	switch st.Status {
+	case agent.StatusCancelled:
+		m.Title = "Run cancelled"
+	case agent.StatusBudgetExhausted:
+		m.Title = "Run stopped: budget spent"
+	default:
+		m.Title = "Run failed"
+	}
+	parts := []string{st.Error}
+	if st.Status == agent.StatusBudgetExhausted && st.Answer != "" {
+		// The loop's answer at a spent budget already ends with the summary.
+		parts = append(parts, st.Answer)
+	} else if !strings.Contains(st.Error, st.Summary()) {
+		parts = append(parts, st.Summary())
+	}
+	m.Text = strings.TrimSpace(strings.Join(parts, "\n\n"))
+	return m
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
