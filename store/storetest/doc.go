@@ -1,0 +1,27 @@
+// Package storetest is the conformance suite of bot.Store: every backend runs it, so the
+// bot can rely on the same behaviour from each.
+//
+// A backend's test calls Run with a function that opens a new, empty store for one subtest:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) bot.Store {
+//			s := open(t) // closed, and checked where the backend can, in t.Cleanup
+//			return s
+//		}, storetest.WithReopen(reopen))
+//
+// The suite covers round trips of every record type (a run carries a real agent.State),
+// ErrNotFound, run listing in creation order with its filters, the listing a restarted bot
+// recovers from, outbox replacement by key, audit order, read-only views, cancelled
+// contexts, rollback on error and on panic, compare-and-set races on approvals and
+// conversations, lost updates, and event dedupe and purge on an injected clock. Subtests
+// that need a restart are skipped unless the backend gives WithReopen.
+//
+// Beyond what bot.Tx documents, the suite expects approvals and outbox items to list oldest
+// first (by CreatedAt), and runs to keep their place in the creation order when put again.
+//
+// # Caveats
+//
+// The race subtests run twenty goroutines against one store: a backend must be safe for
+// concurrent use, and they are only meaningful under -race. Nothing in the suite sleeps or
+// reads the wall clock, so a backend must take every time from its parameters.
+package storetest
