@@ -1,0 +1,397 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
+)
+
+// thread is where most tests talk to the bot.
+var thread = bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}
+
+var (
+	ann   = bot.User{ID: "U1", Name: "ann"}
+	bob   = bot.User{ID: "U2", Name: "bob"}
+	eve   = bot.User{ID: "U9", Name: "eve"}
+	boss  = bot.User{ID: "U7", Name: "boss"}
+	robot = bot.User{ID: "B1", Name: "otherbot", Bot: true}
+)
+
+// op is one call the bot made to the recording platform.
+type op struct {
+	kind string // "post" or "update"
+	ref  bot.MessageRef
+	msg  bot.Message
+	at   time.Time
+	err  error
+}
+
+// recorder is an in-memory Platform that records every call, successful or not. fail, if
+// set, decides the outcome of a call before it is recorded.
+type recorder struct {
+	mu   sync.Mutex
+	ops  []op
+	n    int
+	fail func(o op) error
+}
+
+var _ bot.Platform = (*recorder)(nil)
+
+func (r *recorder) Name() string { return "test" }
+
+func (r *recorder) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := op{kind: "post", ref: bot.MessageRef{Thread: th, ID: fmt.Sprintf("m%d", r.n+1)}, msg: msg, at: time.Now()}
+	if r.fail != nil {
+		o.err = r.fail(o)
+	}
+	r.ops = append(r.ops, o)
+	if o.err != nil {
+		return bot.MessageRef{}, o.err
+	}
+	r.n++
+	return o.ref, nil
+}
+
+func (r *recorder) Update(ctx context.Context, ref bot.MessageRef, msg bot.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := op{kind: "update", ref: ref, msg: msg, at: time.Now()}
+	if r.fail != nil {
+		o.err = r.fail(o)
+	}
+	r.ops = append(r.ops, o)
+	return o.err
+}
+
+func (r *recorder) Notify(ctx context.Context, th bot.ThreadRef, userID, text string) error {
+	return fmt.Errorf("notify is not used by the bot")
+}
+
+// sent returns the successful calls that carried a message of kind (all kinds if empty).
+func (r *recorder) sent(kind bot.MessageKind) []op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []op
+	for _, o := range r.ops {
+		if o.err == nil && (kind == "" || o.msg.Kind == kind) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// shown is what a posted message shows now, after its edits.
+func (r *recorder) shown(id string) bot.Message {
+	var m bot.Message
+	for _, o := range r.sent("") {
+		if o.ref.ID == id {
+			m = o.msg
+		}
+	}
+	return m
+}
+
+// allText is every text the bot sent, for checks that something was never posted.
+func (r *recorder) allText() string {
+	var b strings.Builder
+	for _, o := range r.sent("") {
+		j, _ := json.Marshal(o.msg)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// reply is one scripted answer of the model.
+type reply struct {
+	text  string
+	calls []agent.ToolCall
+}
+
+func say(s string) reply { return reply{text: s} }
+
+func use(name, args string) reply {
+	return reply{calls: []agent.ToolCall{{Name: name, Arguments: args}}}
+}
+
+// model plays a script of replies in order, whatever the run, and records the requests.
+type model struct {
+	mu     sync.Mutex
+	script []reply
+	reqs   []agent.Request
+	n      int
+}
+
+func (m *model) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	m.n++
+	if len(m.script) == 0 {
+		return agent.Reply{}, fmt.Errorf("the test script has no reply left")
+	}
+	r := m.script[0]
+	m.script = m.script[1:]
+	msg := agent.Message{Role: agent.RoleAssistant, Content: r.text}
+	for i, c := range r.calls {
+		c.ID = fmt.Sprintf("call_%d_%d", m.n, i)
+		msg.ToolCalls = append(msg.ToolCalls, c)
+	}
+	return agent.Reply{Message: msg, Usage: agent.Usage{PromptTokens: 100, CompletionTokens: 10, Cost: 0.001, Calls: 1}}, nil
+}
+
+func (m *model) add(rs ...reply) {
+	m.mu.Lock()
+	m.script = append(m.script, rs...)
+	m.mu.Unlock()
+}
+
+// saw reports whether any request carried a message of role containing s.
+func (m *model) saw(role agent.Role, s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, req := range m.reqs {
+		for _, msg := range req.Messages {
+			if msg.Role == role && strings.Contains(msg.Content, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tool is a test tool that counts its calls. block makes a call wait for its context;
+// delay makes it take that long.
+type tool struct {
+	name  string
+	risk  agent.Risk
+	out   string
+	block bool
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (t *tool) Info() agent.ToolInfo {
+	return agent.ToolInfo{Spec: agent.ToolSpec{Name: t.name, Description: "test tool",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
+}
+
+func (t *tool) Assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: t.risk, Reason: "the test says " + t.risk.String()}
+}
+
+func (t *tool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	t.calls.Add(1)
+	if t.block {
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	}
+	if t.delay > 0 {
+		time.Sleep(t.delay)
+	}
+	return t.out, nil
+}
+
+// clock is time.Now (which synctest fakes) plus a skip a test can add, to move the bot's
+// clock past a deadline without letting timers fire.
+type clock struct{ skip atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.skip.Load())) }
+func (c *clock) Advance(d time.Duration) { c.skip.Add(int64(d)) }
+
+// harness is a bot on a real bbolt store with a recording platform and the real agent
+// driven by a scripted model. It must be made inside a synctest bubble.
+type harness struct {
+	t     *testing.T
+	path  string
+	db    *store.DB
+	cfg   bot.Config
+	plat  *recorder
+	model *model
+	tools []agent.Tool
+	clock *clock
+	bot   *bot.Bot
+	evs   int
+}
+
+func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
+	t.Helper()
+	if cfg.EditInterval == 0 {
+		cfg.EditInterval = bot.Duration(time.Second)
+	}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: &model{}, tools: tools, clock: &clock{}}
+	h.open()
+	t.Cleanup(h.close)
+	return h
+}
+
+// open opens the store and starts a bot on it, as a process start does.
+func (h *harness) open() {
+	h.t.Helper()
+	db, err := store.Open(h.path)
+	if err != nil {
+		h.t.Fatalf("open store: %v", err)
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400}, h.model, h.tools)
+	if err != nil {
+		h.t.Fatalf("new agent: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(h.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := bot.New(h.cfg, db, ag, []bot.Platform{h.plat}, bot.WithClock(h.clock.Now), bot.WithLogger(logger))
+	if err != nil {
+		h.t.Fatalf("new bot: %v", err)
+	}
+	if err := b.Start(h.t.Context()); err != nil {
+		h.t.Fatalf("start bot: %v", err)
+	}
+	h.db, h.bot = db, b
+}
+
+// close stops the bot, checks the store's consistency and closes it.
+func (h *harness) close() {
+	h.t.Helper()
+	if h.bot == nil {
+		return
+	}
+	if err := h.bot.Stop(context.Background()); err != nil {
+		h.t.Errorf("stop bot: %v", err)
+	}
+	if err := h.db.Check(context.Background()); err != nil {
+		h.t.Errorf("store check: %v", err)
+	}
+	if err := h.db.Close(); err != nil {
+		h.t.Errorf("close store: %v", err)
+	}
+	h.bot = nil
+}
+
+// restart stops the bot and closes the store, then opens both again.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.close()
+	h.open()
+}
+
+// event sends an event and fails the test on an error.
+func (h *harness) event(ev bot.Event) bot.Result {
+	h.t.Helper()
+	if ev.ID == "" {
+		h.evs++
+		ev.ID = fmt.Sprintf("ev-%d", h.evs)
+	}
+	if ev.Thread == (bot.ThreadRef{}) {
+		ev.Thread = thread
+	}
+	res, err := h.bot.Handle(context.Background(), ev)
+	if err != nil {
+		h.t.Fatalf("handle %+v: %v", ev, err)
+	}
+	return res
+}
+
+func (h *harness) mention(u bot.User, text string) bot.Result {
+	h.t.Helper()
+	return h.event(bot.Event{Kind: bot.EventMention, User: u, Text: text})
+}
+
+func (h *harness) click(u bot.User, actionID string) bot.Result {
+	h.t.Helper()
+	return h.event(bot.Event{Kind: bot.EventAction, User: u, ActionID: actionID})
+}
+
+// settle lets fake time pass until no run is queued or running and the outbox is empty.
+func (h *harness) settle() {
+	h.t.Helper()
+	for range 1000 {
+		synctest.Wait()
+		var left int
+		err := h.db.View(context.Background(), func(tx bot.Tx) error {
+			items, err := tx.Outbox()
+			if err != nil {
+				return err
+			}
+			busy, err := tx.Runs(bot.RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}})
+			left = len(items) + len(busy)
+			return err
+		})
+		if err != nil {
+			h.t.Fatalf("read outbox: %v", err)
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(time.Duration(h.cfg.EditInterval))
+	}
+	h.t.Fatal("the runs and the outbox never settled")
+}
+
+// run returns the stored record of a run.
+func (h *harness) run(id string) *bot.RunRecord {
+	h.t.Helper()
+	var rec *bot.RunRecord
+	err := h.db.View(context.Background(), func(tx bot.Tx) error {
+		var err error
+		rec, err = tx.Run(id)
+		return err
+	})
+	if err != nil {
+		h.t.Fatalf("load run %s: %v", id, err)
+	}
+	return rec
+}
+
+// approvals returns the stored approvals of a run.
+func (h *harness) approvals(runID string) []*bot.Approval {
+	h.t.Helper()
+	var aps []*bot.Approval
+	err := h.db.View(context.Background(), func(tx bot.Tx) error {
+		var err error
+		aps, err = tx.Approvals(runID)
+		return err
+	})
+	if err != nil {
+		h.t.Fatalf("load approvals: %v", err)
+	}
+	return aps
+}
+
+// buttons returns the buttons of the latest approval card as the thread shows it.
+func (h *harness) buttons() (approve, reject bot.Button) {
+	h.t.Helper()
+	cards := h.plat.sent(bot.KindApproval)
+	if len(cards) == 0 {
+		h.t.Fatal("no approval card was posted")
+	}
+	bs := h.plat.shown(cards[len(cards)-1].ref.ID).Buttons
+	if len(bs) != 2 {
+		h.t.Fatalf("approval card has buttons %+v, want Approve and Reject", bs)
+	}
+	return bs[0], bs[1]
+}
+
+func (h *harness) wantStatus(runID string, want agent.Status) {
+	h.t.Helper()
+	if got := h.run(runID).Status; got != want {
+		h.t.Fatalf("run status = %s, want %s", got, want)
+	}
+}
+
+// bubble runs f in a synctest bubble.
+func bubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	synctest.Test(t, f)
+}
