@@ -56,3 +56,122 @@ func TestMentionToAnswer(t *testing.T) {
 		}
 	})
 }
+
+func TestFollowUpSeesEarlierAnswer(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{})
+		h.model.add(say("The capital of France is Paris."), say("Paris has about two million people."))
+		first := h.mention(ann, "what is the capital of France?")
+		h.settle()
+		res := h.event(bot.Event{Kind: bot.EventReply, User: bob, Text: "how many people live there?"})
+		if res.RunID == "" || res.RunID == first.RunID {
+			t.Fatalf("reply result = %+v, want a new follow-up run", res)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+
+		reqs := h.model.reqs
+		if len(reqs) != 2 {
+			t.Fatalf("model got %d requests, want 2", len(reqs))
+		}
+		var roles []string
+		for _, m := range reqs[1].Messages[1:] {
+			roles = append(roles, string(m.Role)+": "+m.Content)
+		}
+		want := []string{"user: what is the capital of France?", "assistant: The capital of France is Paris.", "user: how many people live there?"}
+		if strings.Join(roles, "\n") != strings.Join(want, "\n") {
+			t.Errorf("follow-up prompt after the system message =\n%s\nwant\n%s", strings.Join(roles, "\n"), strings.Join(want, "\n"))
+		}
+		if n := len(h.plat.sent(bot.KindAnswer)); n != 2 {
+			t.Errorf("%d answers posted, want 2", n)
+		}
+	})
+}
+
+func TestDuplicateDeliveryStartsOneRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{})
+		h.model.add(say("done"), say("done again"))
+		ev := bot.Event{ID: "Ev123", Kind: bot.EventMention, User: ann, Text: "do it"}
+		first := h.event(ev)
+		again := h.event(ev)
+		if first.Duplicate || first.RunID == "" {
+			t.Fatalf("first delivery = %+v, want a run", first)
+		}
+		if !again.Duplicate || again.RunID != "" {
+			t.Fatalf("second delivery = %+v, want a duplicate that starts nothing", again)
+		}
+		h.settle()
+		if n := len(h.model.reqs); n != 1 {
+			t.Errorf("model consulted %d times, want 1", n)
+		}
+		if n := len(h.plat.sent(bot.KindStatus)); n == 0 || h.plat.sent(bot.KindStatus)[0].kind != "post" {
+			t.Errorf("no status card was posted")
+		}
+		var runs []*bot.RunRecord
+		h.db.View(t.Context(), func(tx bot.Tx) error {
+			var err error
+			runs, err = tx.Runs(bot.RunFilter{})
+			return err
+		})
+		if len(runs) != 1 {
+			t.Errorf("%d runs stored, want 1", len(runs))
+		}
+	})
+}
+
+func TestApprovalSurvivesRestart(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		deploy := &tool{name: "deploy", risk: agent.RiskConfirm, out: "deployed"}
+		h := newHarness(t, bot.Config{}, deploy)
+		h.model.add(use("deploy", `{"q":"prod"}`), say("Deployed to prod."))
+		res := h.mention(ann, "deploy to prod")
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		approve, reject := h.buttons()
+		if approve.Label != "Approve" || approve.Style != bot.StylePrimary || reject.Style != bot.StyleDanger {
+			t.Errorf("buttons = %+v, %+v", approve, reject)
+		}
+		card := h.plat.sent(bot.KindApproval)[0]
+		if !strings.Contains(card.msg.Fields[0].Value, `"q": "prod"`) || !card.msg.Fields[0].Code {
+			t.Errorf("arguments field = %+v, want the pretty-printed arguments as code", card.msg.Fields[0])
+		}
+
+		h.restart()
+		h.settle()
+		if deploy.calls.Load() != 0 {
+			t.Fatal("the tool ran before anyone approved it")
+		}
+		if got := h.click(ann, approve.ID); got.Notice != "" {
+			t.Fatalf("approve after restart: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+		if n := deploy.calls.Load(); n != 1 {
+			t.Errorf("tool ran %d times, want exactly once", n)
+		}
+		shown := h.plat.shown(card.ref.ID)
+		if !strings.HasPrefix(shown.Text, "Approved by ann at ") || len(shown.Buttons) != 0 {
+			t.Errorf("approval card after the decision = %+v, want approved by ann and no buttons", shown)
+		}
+		if n := len(h.plat.sent(bot.KindApproval)); n != 2 || h.plat.sent(bot.KindApproval)[1].kind != "update" {
+			t.Errorf("approval card ops = %d, want one post and one edit", n)
+		}
+		var audit []bot.AuditEntry
+		h.db.View(t.Context(), func(tx bot.Tx) error {
+			var err error
+			audit, err = tx.Audit(res.RunID)
+			return err
+		})
+		if len(audit) != 1 || audit[0].Actor.ID != ann.ID || audit[0].Action != "approve" || audit[0].ArgsHash != agent.HashArgs("deploy", `{"q":"prod"}`) {
+			t.Errorf("audit = %+v, want ann's approval with the arguments' hash", audit)
+		}
+		// The same button once more, after the run is over.
+		if got := h.click(ann, approve.ID); !strings.HasPrefix(got.Notice, "Already approved by ann") {
+			t.Errorf("late second click notice = %q", got.Notice)
+		}
+		if n := deploy.calls.Load(); n != 1 {
+			t.Errorf("tool ran %d times after a second click, want 1", n)
+		}
+	})
+}

@@ -132,7 +132,7 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 		m.Text = "Rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
 	case ApprovalExpired:
 		m.Title = ap.Tool + ": expired"
-		m.Text = "Expired: not approved within " + ap.ExpiresAt.Sub(ap.CreatedAt).String() + "."
+		m.Text = "Expired: not approved within " + shortDuration(ap.ExpiresAt.Sub(ap.CreatedAt)) + "."
 	case ApprovalCancelled:
 		m.Title = ap.Tool + ": closed"
 		m.Text = "Closed: the run was cancelled."
@@ -185,4 +185,16 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// shortDuration writes d as people do: 30m rather than Go's 30m0s.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
