@@ -17,7 +17,8 @@
 // that need a restart are skipped unless the backend gives WithReopen.
 //
 // Beyond what bot.Tx documents, the suite expects approvals and outbox items to list oldest
-// first (by CreatedAt), and runs to keep their place in the creation order when put again.
+// first (by CreatedAt), runs to keep their place in the creation order when put again, and
+// RunFilter.Limit to keep the first matches in that order.
 //
 // # Caveats
 //
