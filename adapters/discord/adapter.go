@@ -1,0 +1,298 @@
+package discord
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+var _ bot.Platform = (*Adapter)(nil)
+
+// Permissions is what the bot needs in a channel: View Channel, Send Messages, Send
+// Messages in Threads, Create Public Threads, Read Message History, Use Application
+// Commands, Embed Links and Attach Files.
+const Permissions int64 = discordgo.PermissionViewChannel |
+	discordgo.PermissionSendMessages |
+	discordgo.PermissionSendMessagesInThreads |
+	discordgo.PermissionCreatePublicThreads |
+	discordgo.PermissionReadMessageHistory |
+	discordgo.PermissionUseSlashCommands |
+	discordgo.PermissionEmbedLinks |
+	discordgo.PermissionAttachFiles
+
+// InviteURL is the link that adds the bot to a server with its commands and Permissions.
+func InviteURL(applicationID string) string {
+	q := url.Values{
+		"client_id":   {applicationID},
+		"permissions": {fmt.Sprint(Permissions)},
+		"scope":       {"bot applications.commands"},
+	}
+	return "https://discord.com/oauth2/authorize?" + q.Encode()
+}
+
+// tokenLife is how long an interaction token is used for ephemeral follow-ups; Discord
+// accepts it for fifteen minutes.
+const tokenLife = 14 * time.Minute
+
+// eventTimeout bounds the work on one inbound event after its acknowledgement.
+const eventTimeout = 30 * time.Second
+
+// Adapter is loopbot's Discord platform. Build it with New and run it with Run.
+type Adapter struct {
+	cfg    Config
+	s      *discordgo.Session
+	pubKey ed25519.PublicKey // HTTP mode only
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	botID   string
+	running bool
+	closed  bool // no new event work is started
+	// channels caches what each channel is, so a message is matched to a run's thread
+	// without a lookup per message. It is emptied when it grows past maxCachedChannels.
+	channels map[string]channelInfo
+	// tokens are the latest interaction of a user in a thread, for ephemeral notices.
+	tokens map[string]recentInteraction
+	work   sync.WaitGroup
+}
+
+// maxCachedChannels bounds the channel cache.
+const maxCachedChannels = 10000
+
+type recentInteraction struct {
+	it *discordgo.Interaction
+	at time.Time
+}
+
+// Option configures an Adapter.
+type Option func(*Adapter)
+
+// WithClock sets the clock that checks HTTP interaction timestamps and the age of
+// interaction tokens.
+func WithClock(now func() time.Time) Option { return func(a *Adapter) { a.now = now } }
+
+// WithLogger sets the logger of what the chat user does not see.
+func WithLogger(l *slog.Logger) Option { return func(a *Adapter) { a.log = l } }
+
+// New builds an Adapter from cfg. It does not connect: Run does.
+//
+// The REST base URL is set per adapter (an http.RoundTripper rewrites discordgo's URLs), not
+// through discordgo's package-level Endpoint variables, so adapters for different Discords
+// can live in one process and tests can run side by side.
+func New(cfg Config, opts ...Option) (*Adapter, error) {
+	cfg, err := cfg.check()
+	if err != nil {
+		return nil, fmt.Errorf("discord config: %w", err)
+	}
+	a := &Adapter{
+		cfg:      cfg,
+		now:      time.Now,
+		log:      slog.Default(),
+		channels: map[string]channelInfo{},
+		tokens:   map[string]recentInteraction{},
+	}
+	if cfg.Mode == ModeHTTP {
+		a.pubKey, _ = parsePublicKey(cfg.PublicKey) // checked above
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	s, err := discordgo.New("Bot " + cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("discord session: %w", err)
+	}
+	tr := &transport{next: http.DefaultTransport}
+	if cfg.APIURL != "" {
+		tr.base, _ = url.Parse(cfg.APIURL) // checked above
+	}
+	s.Client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	s.ShouldRetryOnRateLimit = false
+	s.MaxRestRetries = 0
+	s.StateEnabled = false
+	// Handlers run on the gateway's read loop, in order: READY is seen before the first
+	// message, and each event's work is started on its own goroutine by the adapter.
+	s.SyncEvents = true
+	s.ShouldReconnectOnError = true
+	s.Identify.Intents = intents(cfg.MessageContent)
+	s.LogLevel = discordgo.LogError
+	a.s = s
+	return a, nil
+}
+
+// intents are the gateway intents the adapter asks for.
+func intents(messageContent bool) discordgo.Intent {
+	i := discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
+	if messageContent {
+		i |= discordgo.IntentsMessageContent
+	}
+	return i
+}
+
+// Name is "discord".
+func (a *Adapter) Name() string { return platformName }
+
+// Post sends msg to the thread with the bot token. A text longer than one message goes out
+// as several, and the reference names the one carrying the buttons (or the first).
+func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	ref := bot.MessageRef{Thread: thread}
+	for _, part := range render(msg) {
+		m, err := a.send(ctx, thread.Thread, part)
+		if err != nil {
+			return bot.MessageRef{}, fmt.Errorf("post %s: %w", msg.Kind, err)
+		}
+		if ref.ID == "" || len(part.Components) > 0 {
+			ref.ID = m.ID
+		}
+	}
+	return ref, nil
+}
+
+// Update replaces a posted message in place, buttons included (none removes them).
+func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Message) error {
+	out := renderOne(msg)
+	components := out.Components
+	if components == nil {
+		components = []discordgo.MessageComponent{}
+	}
+	embeds := out.Embeds
+	if embeds == nil {
+		embeds = []*discordgo.MessageEmbed{}
+	}
+	edit := &discordgo.MessageEdit{
+		ID:              ref.ID,
+		Channel:         ref.Thread.Thread,
+		Content:         &out.Content,
+		Embeds:          &embeds,
+		Components:      &components,
+		AllowedMentions: out.AllowedMentions,
+		Files:           files(out.File),
+	}
+	_, err := call(ctx, "edit message", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+		return a.s.ChannelMessageEditComplex(edit, opts...)
+	})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", msg.Kind, err)
+	}
+	return nil
+}
+
+// Notify shows text to one user. Discord has ephemeral messages only as interaction
+// follow-ups, so while the user's latest interaction in the thread is fresh the notice is
+// one; otherwise it is posted in the thread, mentioning (and pinging) that user alone.
+func (a *Adapter) Notify(ctx context.Context, thread bot.ThreadRef, userID, text string) error {
+	a.mu.Lock()
+	recent, ok := a.tokens[thread.Key()+"/"+userID]
+	a.mu.Unlock()
+	if ok && a.now().Sub(recent.at) < tokenLife {
+		err := a.followup(ctx, recent.it, text)
+		if err == nil {
+			return nil
+		}
+		var perm *bot.PermanentError
+		if !errors.As(err, &perm) {
+			return fmt.Errorf("notify: %w", err)
+		}
+		// The token is dead after all: say it in the thread instead.
+	}
+	if err := a.mention(ctx, thread, userID, text); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// mention posts text in the thread, addressed to one user.
+func (a *Adapter) mention(ctx context.Context, thread bot.ThreadRef, userID, text string) error {
+	out := outgoing{
+		Content:         clip("<@"+userID+"> "+escape(text), maxContent),
+		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: []string{userID}},
+	}
+	_, err := a.send(ctx, thread.Thread, out)
+	return err
+}
+
+// send posts one message to a channel with the bot token.
+func (a *Adapter) send(ctx context.Context, channelID string, o outgoing) (*discordgo.Message, error) {
+	ms := &discordgo.MessageSend{
+		Content:         o.Content,
+		Embeds:          o.Embeds,
+		Components:      o.Components,
+		AllowedMentions: o.AllowedMentions,
+		Files:           files(o.File),
+	}
+	return call(ctx, "send message", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+		return a.s.ChannelMessageSendComplex(channelID, ms, opts...)
+	})
+}
+
+// followup sends an ephemeral follow-up to an interaction.
+func (a *Adapter) followup(ctx context.Context, it *discordgo.Interaction, text string) error {
+	params := &discordgo.WebhookParams{
+		Content:         clip(escape(text), maxContent),
+		Flags:           discordgo.MessageFlagsEphemeral,
+		AllowedMentions: noMentions(),
+	}
+	_, err := call(ctx, "ephemeral follow-up", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+		return a.s.FollowupMessageCreate(it, true, params, opts...)
+	})
+	return err
+}
+
+func files(f *attachment) []*discordgo.File {
+	if f == nil {
+		return nil
+	}
+	return []*discordgo.File{{Name: f.Name, ContentType: "text/markdown; charset=utf-8", Reader: strings.NewReader(f.Content)}}
+}
+
+// commands are the application commands loopbot registers.
+func commands() []*discordgo.ApplicationCommand {
+	return []*discordgo.ApplicationCommand{
+		{
+			Name:        cmdStart,
+			Description: "Give loopbot a goal; it works on it in a new thread",
+			Options: []*discordgo.ApplicationCommandOption{{
+				Type:        discordgo.ApplicationCommandOptionString,
+				Name:        optGoal,
+				Description: "What loopbot should do",
+				Required:    true,
+				MaxLength:   4000,
+			}},
+		},
+		{Name: cmdStatus, Description: "Show loopbot's runs in this thread"},
+		{Name: cmdCancel, Description: "Cancel the run in this thread"},
+	}
+}
+
+// registerCommands overwrites the application's commands: in each configured guild, or
+// globally when none is configured. Overwriting makes registration idempotent, and removes
+// commands an older version registered.
+func (a *Adapter) registerCommands(ctx context.Context) error {
+	guilds := a.cfg.GuildIDs
+	if len(guilds) == 0 {
+		guilds = []string{""}
+	}
+	for _, g := range guilds {
+		_, err := call(ctx, "register commands", func(opts ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error) {
+			return a.s.ApplicationCommandBulkOverwrite(a.cfg.ApplicationID, g, commands(), opts...)
+		})
+		if err != nil {
+			if g != "" {
+				return fmt.Errorf("guild %s: %w", g, err)
+			}
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,415 @@
+package discord
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// Discord's limits on what one message may hold.
+const (
+	maxContent      = 2000
+	maxEmbedTotal   = 6000
+	maxTitle        = 256
+	maxDescription  = 4096
+	maxFields       = 25
+	maxFieldName    = 256
+	maxFieldValue   = 1024
+	maxFooter       = 2048
+	maxButtonsInRow = 5
+	maxRows         = 5
+	maxCustomID     = 100
+	maxLabel        = 80
+	// maxParts is how many messages a long text is split into. Past it the first message
+	// carries a preview and the whole text goes along as a Markdown file, since a wall of
+	// messages buries the thread and every part notifies.
+	maxParts = 4
+)
+
+// Embed colours by message kind.
+const (
+	colorStatus   = 0x5865F2 // blurple
+	colorApproval = 0xFEE75C // yellow: waiting for a person
+	colorDecided  = 0x99AAB5 // grey: nothing left to do
+	colorFailure  = 0xED4245 // red
+)
+
+// noMentions lets nothing in a message ping anyone: the model's text is escaped too, but a
+// message is only as safe as its allowed_mentions.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// outgoing is one Discord message as the adapter sends it. It marshals to what the golden
+// files show: the fields of Discord's create-message payload, and the attachment's name and
+// text instead of a multipart upload.
+type outgoing struct {
+	Content         string                            `json:"content,omitempty"`
+	Embeds          []*discordgo.MessageEmbed         `json:"embeds,omitempty"`
+	Components      []discordgo.MessageComponent      `json:"components,omitempty"`
+	AllowedMentions *discordgo.MessageAllowedMentions `json:"allowed_mentions"`
+	File            *attachment                       `json:"file,omitempty"`
+}
+
+// attachment is a text file sent with a message.
+type attachment struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
+}
+
+// render turns a bot message into the Discord messages that show it, in order. Cards
+// (status, approval) are always one message with an embed, so they can be edited in place;
+// texts (answer, failure, question, notice) are message content, split on paragraph and
+// line boundaries into at most maxParts messages, or previewed and attached as a file.
+func render(m bot.Message) []outgoing {
+	switch m.Kind {
+	case bot.KindStatus, bot.KindApproval:
+		return []outgoing{renderCard(m)}
+	}
+	return renderText(m)
+}
+
+// renderOne is render for an edit, which changes one message: a text too long for it is cut
+// and says so.
+func renderOne(m bot.Message) outgoing {
+	parts := render(m)
+	out := parts[0]
+	if len(parts) > 1 {
+		const more = "\n\n-# (cut: too long for one message)"
+		out.Content = clip(out.Content, maxContent-len(more)) + more
+		out.Components = parts[len(parts)-1].Components
+	}
+	return out
+}
+
+// renderCard renders a status or approval card as one embed and its buttons.
+func renderCard(m bot.Message) outgoing {
+	e := &discordgo.MessageEmbed{Title: clip(oneLine(escape(m.Title)), maxTitle)}
+	var desc []string
+	if m.Text != "" {
+		text := escape(m.Text)
+		if m.Kind == bot.KindStatus {
+			text = "**" + text + "**"
+		}
+		desc = append(desc, text)
+	}
+	if len(m.Plan) > 0 {
+		var plan []string
+		for _, p := range m.Plan {
+			plan = append(plan, planMark(p.Status)+" "+oneLine(escape(p.Text)))
+		}
+		desc = append(desc, strings.Join(plan, "\n"))
+	}
+	if m.Kind == bot.KindApproval {
+		// Discord buttons cannot ask for confirmation, so the warning goes on the card, where
+		// it is read before the click.
+		for _, b := range m.Buttons {
+			if b.Confirm != "" {
+				desc = append(desc, "⚠️ "+escape(b.Confirm))
+			}
+		}
+	}
+	e.Description = clip(strings.Join(desc, "\n\n"), maxDescription)
+	for i, f := range m.Fields {
+		if i == maxFields {
+			break
+		}
+		e.Fields = append(e.Fields, &discordgo.MessageEmbedField{
+			Name:   orBlank(clip(oneLine(escape(f.Name)), maxFieldName)),
+			Value:  orBlank(fieldValue(f)),
+			Inline: !f.Code && len(f.Value) <= 40,
+		})
+	}
+	if m.Footer != "" {
+		e.Footer = &discordgo.MessageEmbedFooter{Text: clip(escape(m.Footer), maxFooter)}
+	}
+	switch {
+	case m.Kind == bot.KindStatus:
+		e.Color = colorStatus
+	case len(m.Buttons) > 0:
+		e.Color = colorApproval
+	default:
+		e.Color = colorDecided
+	}
+	fitEmbed(e)
+	return outgoing{
+		Embeds:          []*discordgo.MessageEmbed{e},
+		Components:      buttons(m.Kind, m.Buttons),
+		AllowedMentions: noMentions(),
+	}
+}
+
+// fieldValue renders a field's value within the field limit; code goes in a fenced block.
+func fieldValue(f bot.Field) string {
+	if !f.Code {
+		return clip(escape(f.Value), maxFieldValue)
+	}
+	const open, close = "```\n", "\n```"
+	v := fenceSafe(f.Value)
+	return open + clip(v, maxFieldValue-len(open)-len(close)) + close
+}
+
+// fitEmbed trims an embed to Discord's 6000 characters in total: the description gives way
+// first, then fields are dropped from the end.
+func fitEmbed(e *discordgo.MessageEmbed) {
+	size := func() int {
+		n := utf8.RuneCountInString(e.Title) + utf8.RuneCountInString(e.Description)
+		if e.Footer != nil {
+			n += utf8.RuneCountInString(e.Footer.Text)
+		}
+		for _, f := range e.Fields {
+			n += utf8.RuneCountInString(f.Name) + utf8.RuneCountInString(f.Value)
+		}
+		return n
+	}
+	if over := size() - maxEmbedTotal; over > 0 {
+		keep := max(utf8.RuneCountInString(e.Description)-over-1, 0)
+		e.Description = clipRunes(e.Description, keep)
+	}
+	for size() > maxEmbedTotal && len(e.Fields) > 0 {
+		e.Fields = e.Fields[:len(e.Fields)-1]
+	}
+}
+
+// buttons lays buttons out five to a row, at most five rows. A button whose ID does not fit
+// a custom_id is left out: cut, it would find nothing, and the bot's IDs never come close.
+func buttons(kind bot.MessageKind, bs []bot.Button) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	var row []discordgo.MessageComponent
+	for _, b := range bs {
+		if b.ID == "" || len(b.ID) > maxCustomID {
+			continue
+		}
+		if len(row) == maxButtonsInRow {
+			rows = append(rows, discordgo.ActionsRow{Components: row})
+			row = nil
+		}
+		if len(rows) == maxRows {
+			break
+		}
+		row = append(row, discordgo.Button{
+			Label:    orBlank(clip(oneLine(b.Label), maxLabel)),
+			Style:    buttonStyle(kind, b.Style),
+			CustomID: b.ID,
+		})
+	}
+	if len(row) > 0 && len(rows) < maxRows {
+		rows = append(rows, discordgo.ActionsRow{Components: row})
+	}
+	return rows
+}
+
+// buttonStyle maps bot styles to Discord's. On an approval card the primary button is
+// Approve, which Discord users expect in green.
+func buttonStyle(kind bot.MessageKind, s bot.ButtonStyle) discordgo.ButtonStyle {
+	switch {
+	case s == bot.StyleDanger:
+		return discordgo.DangerButton
+	case s == bot.StylePrimary && kind == bot.KindApproval:
+		return discordgo.SuccessButton
+	case s == bot.StylePrimary:
+		return discordgo.PrimaryButton
+	}
+	return discordgo.SecondaryButton
+}
+
+// planMark is the checklist mark of a plan line's status.
+func planMark(status string) string {
+	switch status {
+	case "done":
+		return "✅"
+	case "in_progress":
+		return "🔄"
+	case "failed":
+		return "❌"
+	}
+	return "⬜"
+}
+
+// renderText renders a text message as content: a bold heading, the text, the footer as
+// small print, the buttons under the last part.
+func renderText(m bot.Message) []outgoing {
+	var head string
+	switch m.Kind {
+	case bot.KindFailure:
+		head = "❌ "
+	case bot.KindQuestion:
+		head = "❓ "
+	case bot.KindNotice:
+		head = "ℹ️ "
+	}
+	var b strings.Builder
+	if m.Title != "" {
+		b.WriteString(head + "**" + oneLine(escape(m.Title)) + "**\n")
+	} else if head != "" {
+		b.WriteString(head)
+	}
+	b.WriteString(escape(m.Text))
+	if m.Footer != "" {
+		b.WriteString("\n-# " + oneLine(escape(m.Footer)))
+	}
+	text := strings.TrimSpace(b.String())
+	if text == "" {
+		text = "\u200b"
+	}
+	chunks := splitText(text, maxContent)
+	var out []outgoing
+	if len(chunks) > maxParts {
+		const note = "\n\n-# The full text is attached as %s."
+		name := string(m.Kind) + ".md"
+		preview := splitText(text, maxContent-len(note)-len(name))[0]
+		out = []outgoing{{
+			Content:         preview + fmt.Sprintf(note, name),
+			AllowedMentions: noMentions(),
+			File:            &attachment{Name: name, Content: m.Text},
+		}}
+	} else {
+		for _, c := range chunks {
+			out = append(out, outgoing{Content: c, AllowedMentions: noMentions()})
+		}
+	}
+	out[len(out)-1].Components = buttons(m.Kind, m.Buttons)
+	return out
+}
+
+// fenceReserve is room kept in every part for closing a code fence and reopening it in the
+// next part.
+const fenceReserve = 24
+
+// splitText splits s into parts of at most limit bytes (so at most limit characters): at
+// paragraph boundaries where it can, else at line boundaries, else inside a line on a rune
+// boundary. A code block cut between parts is closed and reopened, so each part renders.
+func splitText(s string, limit int) []string {
+	if len(s) <= limit {
+		return []string{s}
+	}
+	budget := limit - fenceReserve
+	var raw []string
+	var cur strings.Builder
+	flush := func() {
+		if t := strings.Trim(cur.String(), "\n"); t != "" {
+			raw = append(raw, t)
+		}
+		cur.Reset()
+	}
+	for _, para := range strings.SplitAfter(s, "\n\n") {
+		if cur.Len()+len(para) <= budget {
+			cur.WriteString(para)
+			continue
+		}
+		flush()
+		for _, line := range strings.SplitAfter(para, "\n") {
+			for len(line) > budget {
+				flush()
+				cut := runeCut(line, budget)
+				raw = append(raw, line[:cut])
+				line = line[cut:]
+			}
+			if cur.Len()+len(line) > budget {
+				flush()
+			}
+			cur.WriteString(line)
+		}
+	}
+	flush()
+	// Balance code fences across the cuts.
+	open := ""
+	for i, p := range raw {
+		if open != "" {
+			p = open + "\n" + p
+		}
+		for _, line := range strings.Split(p, "\n") {
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
+				if open == "" {
+					open = clip(t, 16)
+				} else {
+					open = ""
+				}
+			}
+		}
+		if open != "" {
+			p += "\n```"
+		}
+		raw[i] = p
+	}
+	return raw
+}
+
+// runeCut is the largest index <= n that does not split a UTF-8 sequence of s.
+func runeCut(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	if n == 0 {
+		_, size := utf8.DecodeRuneInString(s)
+		return size
+	}
+	return n
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking a cut with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	if n < len(ell) {
+		return ""
+	}
+	return s[:runeCut(s, n-len(ell))] + ell
+}
+
+// clipRunes cuts s to at most n characters, the last of them an ellipsis if it was cut.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	if n == 0 {
+		return ""
+	}
+	i := 0
+	for range n - 1 {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i] + "…"
+}
+
+// oneLine folds line breaks, for titles, labels and checklist items.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// orBlank stands in a zero-width space for an empty string, which Discord refuses in
+// field names, field values and button labels.
+func orBlank(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "\u200b"
+	}
+	return s
+}
+
+// zwsp is the zero-width space escape inserts to break a mention apart.
+const zwsp = "\u200b"
+
+// mentionEscaper breaks every way text can mention someone: @everyone, @here, and the
+// <@user>, <@!user> and <@&role> syntax. The text still reads the same.
+var mentionEscaper = strings.NewReplacer(
+	"@everyone", "@"+zwsp+"everyone",
+	"@here", "@"+zwsp+"here",
+	"<@", "<"+zwsp+"@",
+)
+
+// escape makes model or user text safe to post: it cannot ping anyone. Markdown is kept:
+// Discord renders it, and the model writes it for that.
+func escape(s string) string { return mentionEscaper.Replace(s) }
+
+// fenceSafe keeps text inside a code block from closing it early.
+func fenceSafe(s string) string { return strings.ReplaceAll(s, "```", "`"+zwsp+"``") }
