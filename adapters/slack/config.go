@@ -1,0 +1,104 @@
+package slack
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Modes of receiving events.
+const (
+	// ModeSocket receives events over a Socket Mode websocket the bot opens: no public URL
+	// is needed. It takes an app-level token (xapp-) besides the bot token.
+	ModeSocket = "socket"
+	// ModeHTTP receives events, interactions and slash commands as HTTP requests signed
+	// with the app's signing secret, on ListenAddr.
+	ModeHTTP = "http"
+)
+
+// DefaultAPIURL is Slack's Web API.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// Config is the Slack section of loopbot's configuration. cmd/loopbot fills it from the
+// file and the environment (SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_SECRET).
+type Config struct {
+	// Mode is ModeSocket (the default) or ModeHTTP.
+	Mode string
+	// BotToken is the bot user OAuth token, xoxb-…; always needed.
+	BotToken string
+	// AppToken is the app-level token with connections:write, xapp-…; Socket Mode only.
+	AppToken string
+	// SigningSecret verifies that HTTP requests come from Slack; HTTP mode only.
+	SigningSecret string
+	// APIURL is the Web API base URL, ending in a slash; DefaultAPIURL when empty. A
+	// Slack-compatible server (or a test's) can stand in for Slack.
+	APIURL string
+	// ListenAddr is where HTTP mode listens, ":3000" when empty. Slack must reach it over
+	// HTTPS, through a reverse proxy or tunnel: paths /slack/events, /slack/interactions,
+	// /slack/commands.
+	ListenAddr string
+	// AllowedChannels, if not empty, are the only channel IDs (C…, G…, D…) the adapter
+	// passes events from; others are dropped before they reach the bot.
+	AllowedChannels []string
+	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
+	// context ends; 10s when zero.
+	DrainTimeout time.Duration
+}
+
+// withDefaults returns c with unset fields at their defaults.
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = ModeSocket
+	}
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(c.APIURL, "/") {
+		c.APIURL += "/"
+	}
+	if c.ListenAddr == "" {
+		c.ListenAddr = ":3000"
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// validate reports the first field that is missing or wrong, by its name.
+func (c Config) validate() error {
+	var errs []error
+	switch c.Mode {
+	case ModeSocket:
+		if c.AppToken == "" {
+			errs = append(errs, errors.New("AppToken: required in socket mode (SLACK_APP_TOKEN, xapp-…)"))
+		} else if !strings.HasPrefix(c.AppToken, "xapp-") {
+			errs = append(errs, errors.New("AppToken: want an app-level token starting with xapp-"))
+		}
+	case ModeHTTP:
+		if c.SigningSecret == "" {
+			errs = append(errs, errors.New("SigningSecret: required in http mode (SLACK_SIGNING_SECRET)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("Mode: %q, want %q or %q", c.Mode, ModeSocket, ModeHTTP))
+	}
+	if c.BotToken == "" {
+		errs = append(errs, errors.New("BotToken: required (SLACK_BOT_TOKEN, xoxb-…)"))
+	} else if !strings.HasPrefix(c.BotToken, "xoxb-") {
+		errs = append(errs, errors.New("BotToken: want a bot token starting with xoxb-"))
+	}
+	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("APIURL: %q is not an http(s) URL", c.APIURL))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, errors.New("DrainTimeout: must not be negative"))
+	}
+	for _, ch := range c.AllowedChannels {
+		if ch == "" || strings.ContainsAny(ch, " #") {
+			errs = append(errs, fmt.Errorf("AllowedChannels: %q is not a channel ID (C…, G… or D…, not a #name)", ch))
+		}
+	}
+	return errors.Join(errs...)
+}

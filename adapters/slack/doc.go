@@ -1,0 +1,50 @@
+// Package slack connects loopbot to Slack: it decodes Slack's events, button clicks and
+// slash commands into bot.Event, hands them to the bot, and renders bot.Message as Block
+// Kit for the bot.Platform methods (Post, Update, Notify).
+//
+// # Receiving
+//
+// Socket Mode (the default) needs no public URL: Run opens a websocket with the app-level
+// token and slack-go's socketmode client, which reconnects whenever Slack asks. HTTP mode
+// serves the Events API, interactivity and slash commands on one handler, verifying every
+// request's signature on its raw body first. Either way each delivery is acknowledged
+// first and handled after, so Slack gets its answer within 3 seconds; a delivery that was
+// acknowledged is handled even if Run is stopping, and one that was not is left for Slack
+// to deliver again. Deliveries reach the bot as Slack sent them, redeliveries included:
+// Event.ID is Slack's event_id (or the click's or command's trigger_id), and the bot
+// dedupes on it.
+//
+// What becomes which event:
+//
+//   - @loopbot <goal> in a channel starts a run in the mention's thread (the thread it was
+//     typed in, or a new one under the mention): bot.EventMention. "@loopbot status" and
+//     "@loopbot cancel" are the status and cancel commands for that thread.
+//   - A message in a thread (channels, private channels, DMs) is a bot.EventReply; the bot
+//     decides whether the thread is one of its. Messages outside threads, edits, deletions
+//     and messages from bots (the bot itself included) are dropped.
+//   - A direct message to the bot starts a run in a thread under it, or continues one.
+//   - /loopbot <goal> posts "<@user> asked: goal" in the channel and starts the run in that
+//     message's thread. /loopbot status|cancel <thread link> act on a thread: Slack does not
+//     tell apps which thread a command was typed in.
+//   - A click on one of loopbot's buttons is a bot.EventAction whose ActionID is the
+//     button's value, the opaque ID the bot gave it.
+//
+// # Rendering
+//
+// Messages are Block Kit with a plain-text fallback. The model's Markdown is converted to
+// mrkdwn and escaped (&, <, >), so it cannot mention anyone or break out of its formatting,
+// and @channel, @here and @everyone are kept inert. Every Slack limit is respected: long
+// text is cut into 3,000-character sections, at most 13 per message; a longer answer is
+// posted as several messages in the thread. Status and approval cards are one message,
+// edited in place with chat.update.
+//
+// # Errors
+//
+// The Platform methods do not retry or pace: a 429 is returned as *bot.RateLimitError with
+// Slack's Retry-After, an error retrying cannot fix (channel_not_found, not_in_channel,
+// invalid_blocks, ...) as *bot.PermanentError, and the bot's dispatcher does the rest.
+//
+// Slack's assistant thread status (assistant.threads.setStatus) is not used: it works only
+// in AI app threads and needs the assistant:write scope, which loopbot's channel threads
+// would not use.
+package slack

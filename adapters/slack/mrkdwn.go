@@ -1,0 +1,237 @@
+package slack
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// escaper turns the three characters Slack gives meaning to into entities. With them
+// escaped, text cannot form a mention (<@U1>, <!here>, <!channel>), a link or any other
+// control sequence; Slack's own clients decode the entities back for display.
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// escape makes s safe to put in any mrkdwn or fallback text field.
+func escape(s string) string { return neutralize(escaper.Replace(s)) }
+
+// broadcast matches the words Slack may treat as a broadcast when a message is sent with
+// link_names (loopbot never sets it): a word joiner after the @ keeps them inert even if a
+// client or a future default did.
+var broadcast = regexp.MustCompile(`(?i)@(channel|here|everyone)\b`)
+
+func neutralize(s string) string { return broadcast.ReplaceAllString(s, "@\u2060$1") }
+
+// unescape decodes the entities Slack puts in the text of inbound messages, so that the
+// goal handed to the bot is what the person typed.
+var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+var (
+	heading  = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
+	bullet   = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
+	mdLink   = regexp.MustCompile(`\[([^\[\]]+)\]\((https?://[^\s()<>|]+)\)`)
+	mdBold   = regexp.MustCompile(`\*\*([^*\n]+?)\*\*`)
+	mdItalic = regexp.MustCompile(`(^|[^\w*])\*([^*\s][^*\n]*?)\*`)
+	mdStrike = regexp.MustCompile(`~~([^~\n]+?)~~`)
+)
+
+// boldMark stands in for a converted **bold** while single-star italics are converted, so
+// the two are not confused; it cannot occur in input (NULs are stripped first).
+const boldMark = "\x00"
+
+// mrkdwn converts the Markdown a model writes into Slack's mrkdwn and escapes everything
+// else: headings become bold lines, **bold** *bold*, *italic* _italic_, ~~strike~~ ~strike~,
+// [text](https://url) <https://url|text>, list markers bullets. Code spans and fenced code
+// blocks are escaped but otherwise left alone. Only http and https links are made links.
+func mrkdwn(md string) string {
+	md = strings.ToValidUTF8(strings.ReplaceAll(md, boldMark, ""), "\uFFFD")
+	md = strings.ReplaceAll(md, "\r\n", "\n")
+	var out strings.Builder
+	inFence := false
+	for i, line := range strings.Split(md, "\n") {
+		if i > 0 {
+			out.WriteByte('\n')
+		}
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") && (inFence || strings.Count(trimmed, "```") == 1) {
+			// An opening fence loses its language tag, which mrkdwn would show as code.
+			inFence = !inFence
+			out.WriteString("```")
+			continue
+		}
+		if inFence {
+			out.WriteString(escape(line))
+			continue
+		}
+		out.WriteString(mrkdwnLine(line))
+	}
+	if inFence {
+		out.WriteString("\n```")
+	}
+	return out.String()
+}
+
+func mrkdwnLine(line string) string {
+	if m := heading.FindStringSubmatch(line); m != nil {
+		inner := strings.ReplaceAll(m[1], "**", "")
+		if inner == "" {
+			return ""
+		}
+		return "*" + inline(inner) + "*"
+	}
+	if m := bullet.FindStringSubmatch(line); m != nil && !strings.HasPrefix(strings.TrimSpace(line), "**") {
+		return m[1] + "• " + inline(m[2])
+	}
+	return inline(line)
+}
+
+// inline converts one line outside code fences. Backtick spans are kept verbatim (escaped);
+// an unpaired backtick is just a character.
+func inline(s string) string {
+	parts := strings.Split(s, "`")
+	var out strings.Builder
+	for i, p := range parts {
+		inCode := i%2 == 1 && i < len(parts)-1
+		switch {
+		case inCode:
+			out.WriteString("`" + escape(p) + "`")
+		case i%2 == 1:
+			out.WriteString("`" + prose(p))
+		default:
+			out.WriteString(prose(p))
+		}
+	}
+	return out.String()
+}
+
+// prose converts links and emphasis in text that is not code.
+func prose(s string) string {
+	var out strings.Builder
+	last := 0
+	for _, m := range mdLink.FindAllStringSubmatchIndex(s, -1) {
+		out.WriteString(emphasis(s[last:m[0]]))
+		text, url := s[m[2]:m[3]], s[m[4]:m[5]]
+		out.WriteString("<" + strings.ReplaceAll(url, "&", "&amp;") + "|" + emphasis(text) + ">")
+		last = m[1]
+	}
+	out.WriteString(emphasis(s[last:]))
+	return out.String()
+}
+
+func emphasis(s string) string {
+	s = escape(s)
+	s = mdBold.ReplaceAllString(s, boldMark+"$1"+boldMark)
+	s = mdItalic.ReplaceAllString(s, "${1}_${2}_")
+	s = mdStrike.ReplaceAllString(s, "~$1~")
+	return strings.ReplaceAll(s, boldMark, "*")
+}
+
+// runeLen is the length Slack's limits are stated in: characters.
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// clip shortens plain text to at most n characters, marking the cut with an ellipsis.
+func clip(s string, n int) string {
+	if runeLen(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRightFunc(string(r[:n-1]), isSpace) + "…"
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\n' || r == '\t' }
+
+// cutPoint returns where to cut the mrkdwn text r so that r[:i] has at most n runes and
+// no entity (&amp;) or link (<url|text>) is broken when that can be avoided: it prefers a
+// paragraph break, then a line break, then a space in the last fifth of the window. It
+// returns at least 1 for a non-empty r.
+func cutPoint(r []rune, n int) int {
+	if len(r) <= n {
+		return len(r)
+	}
+	i := n
+	// Back off out of an entity: escaping leaves no bare '&', so an '&' without its ';'
+	// within the longest entity's length before i starts an open one.
+	for j := i - 1; j >= 0 && j >= i-len("&amp;"); j-- {
+		if r[j] == ';' {
+			break
+		}
+		if r[j] == '&' {
+			i = j
+			break
+		}
+	}
+	// Back off out of a link: escaping leaves no bare '<' either.
+	if j := openLink(r, i); j > 0 {
+		i = j
+	}
+	floor := i - i/5
+	for _, sep := range []string{"\n\n", "\n", " "} {
+		sr := []rune(sep)
+		for k := i - len(sr); k >= floor; k-- {
+			if string(r[k:k+len(sr)]) == sep && openLink(r, k) < 0 {
+				return k + len(sr)
+			}
+		}
+	}
+	return max(i, 1)
+}
+
+// openLink returns the index of the '<' of a link that is open at position i of r, or -1.
+func openLink(r []rune, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		switch r[j] {
+		case '>':
+			return -1
+		case '<':
+			return j
+		}
+	}
+	return -1
+}
+
+// fence is what closes a code block cut in two and opens it again in the next chunk.
+const fence = "```"
+
+// split cuts mrkdwn text into chunks of at most n characters each (n > len(fence)*2+2).
+// A code block cut in two is closed at the end of one chunk and reopened in the next, so
+// each chunk renders on its own.
+func split(s string, n int) []string {
+	var chunks []string
+	r := []rune(s)
+	open := false
+	for len(r) > 0 {
+		budget := n
+		prefix := ""
+		if open {
+			prefix = fence + "\n"
+			budget -= len(prefix)
+		}
+		i := len(r)
+		if i > budget {
+			// Room for a closing fence in case the chunk ends inside a block.
+			i = cutPoint(r, budget-len(fence)-1)
+		}
+		chunk := prefix + string(r[:i])
+		if strings.Count(string(r[:i]), fence)%2 == 1 {
+			open = !open
+		}
+		if open && i < len(r) {
+			chunk = strings.TrimRight(chunk, "\n") + "\n" + fence
+		}
+		if t := strings.TrimSpace(chunk); t != "" && t != fence+"\n"+fence {
+			chunks = append(chunks, strings.TrimRight(chunk, " \n"))
+		}
+		r = r[i:]
+	}
+	return chunks
+}
+
+// clipMrkdwn shortens mrkdwn text to at most n characters without breaking an entity, a
+// link or a code block, marking the cut.
+func clipMrkdwn(s string, n int) string {
+	if runeLen(s) <= n {
+		return s
+	}
+	const more = "\n…"
+	chunks := split(s, n-len([]rune(more)))
+	return chunks[0] + more
+}

@@ -1,0 +1,215 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// Events are handled by a few workers; each thread always goes to the same one, so the
+// messages of one thread reach the bot in the order Slack sent them while a slow thread
+// does not hold up the others.
+const (
+	workers    = 4
+	queueDepth = 64
+)
+
+// job is one acknowledged delivery waiting for the bot.
+type job struct {
+	ev bot.Event
+	// goal is set for /loopbot <goal>: the root message to post before the bot sees ev.
+	goal string
+	// responseURL, if set, is where a notice goes instead of chat.postEphemeral.
+	responseURL string
+}
+
+// session is one Run: the bot's identity, the handler and the workers. Whatever is put in
+// its queues has been acknowledged to Slack, so it is handled even after Run's context ends
+// (for up to DrainTimeout): Slack would not deliver it again.
+type session struct {
+	a      *Adapter
+	h      Handler
+	self   identity
+	queues [workers]chan job
+	wg     sync.WaitGroup
+	// work is the context of handling: it outlives Run's context by the drain.
+	work     context.Context
+	stopWork context.CancelFunc
+	closed   bool
+}
+
+func (a *Adapter) newSession(ctx context.Context, h Handler, self identity) *session {
+	s := &session{a: a, h: h, self: self}
+	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	for i := range s.queues {
+		s.queues[i] = make(chan job, queueDepth)
+		s.wg.Go(func() {
+			for j := range s.queues[i] {
+				s.process(j)
+			}
+		})
+	}
+	return s
+}
+
+// queueFor picks the worker of a job by its thread (by channel while a /loopbot thread is
+// yet to be posted).
+func (s *session) queueFor(j job) chan job {
+	h := fnv.New32a()
+	h.Write([]byte(j.ev.Thread.Channel + "/" + j.ev.Thread.Thread))
+	return s.queues[h.Sum32()%workers]
+}
+
+// enqueue hands an acknowledged job to its worker, waiting while the worker is busy.
+func (s *session) enqueue(j job) { s.queueFor(j) <- j }
+
+// tryEnqueue hands a job over unless its worker's queue is full.
+func (s *session) tryEnqueue(j job) bool {
+	select {
+	case s.queueFor(j) <- j:
+		return true
+	default:
+		return false
+	}
+}
+
+// drain stops taking jobs and handles those queued, giving up after the drain timeout.
+// The caller must be sure no enqueue runs any more.
+func (s *session) drain() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	for _, q := range s.queues {
+		close(q)
+	}
+	t := time.AfterFunc(s.a.cfg.DrainTimeout, s.stopWork)
+	s.wg.Wait()
+	t.Stop()
+	s.stopWork()
+}
+
+// allowed applies Config.AllowedChannels.
+func (s *session) allowed(channel string) bool {
+	ch := s.a.cfg.AllowedChannels
+	return len(ch) == 0 || slices.Contains(ch, channel)
+}
+
+// process hands one job to the bot and shows the result's notice to the person.
+func (s *session) process(j job) {
+	ctx := s.work
+	if err := ctx.Err(); err != nil {
+		s.a.log.Error("slack: acknowledged event dropped at shutdown", "event", j.ev.ID, "kind", j.ev.Kind)
+		return
+	}
+	if j.goal != "" && j.ev.Thread.Thread == "" {
+		ts, err := s.postRoot(ctx, j)
+		if err != nil {
+			s.a.log.Warn("slack: post /loopbot root message", "event", j.ev.ID, "channel", j.ev.Thread.Channel, "err", err)
+			s.notice(ctx, j, "I could not post in this channel. Invite me first (`/invite @loopbot`), then try again.")
+			return
+		}
+		j.ev.Thread.Thread = ts
+	}
+	res, err := s.h.Handle(ctx, j.ev)
+	if err != nil {
+		s.a.log.Error("slack: handle event", "event", j.ev.ID, "kind", j.ev.Kind, "err", err)
+		return
+	}
+	if res.Notice != "" {
+		s.notice(ctx, j, res.Notice)
+	}
+}
+
+// postRoot posts "<@user> asked: goal" in the channel: the root of the thread a /loopbot
+// run lives in. The user's mention is the one markup loopbot writes itself.
+func (s *session) postRoot(ctx context.Context, j job) (string, error) {
+	text := fmt.Sprintf("<@%s> asked: %s", j.ev.User.ID, clipMrkdwn(escape(j.goal), maxSectionText-40))
+	_, ts, err := s.a.api.PostMessageContext(ctx, j.ev.Thread.Channel,
+		slack.MsgOptionText(text, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl())
+	if err != nil {
+		return "", classify("post root message", err)
+	}
+	return ts, nil
+}
+
+// notice shows text to the acting user alone: through the slash command's response_url
+// when there is one (it works in channels the bot is not in), else chat.postEphemeral in
+// the thread.
+func (s *session) notice(ctx context.Context, j job, text string) {
+	var err error
+	if j.responseURL != "" {
+		_, _, err = s.a.api.PostMessageContext(ctx, j.ev.Thread.Channel,
+			slack.MsgOptionResponseURL(j.responseURL, slack.ResponseTypeEphemeral),
+			slack.MsgOptionText(clipMrkdwn(escape(text), maxSectionText), false))
+	} else {
+		err = s.a.Notify(ctx, j.ev.Thread, j.ev.User.ID, text)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.a.log.Warn("slack: notice to user", "event", j.ev.ID, "user", j.ev.User.ID, "err", err)
+	}
+}
+
+// fromEvent turns a decoded Events API callback into a job, or nothing.
+func (s *session) fromEvent(body []byte) (job, bool) {
+	ev, ok, err := decodeEvent(body, s.self)
+	switch {
+	case err != nil:
+		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", err)
+		return job{}, false
+	case !ok:
+		return job{}, false
+	case !s.allowed(ev.Thread.Channel):
+		s.a.log.Debug("slack: event from a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
+		return job{}, false
+	}
+	return job{ev: ev}, true
+}
+
+// fromInteraction turns a decoded interactivity payload into a job, or nothing.
+func (s *session) fromInteraction(body []byte) (job, bool) {
+	ev, ok, err := decodeInteraction(body)
+	switch {
+	case err != nil:
+		s.a.log.Warn("slack: undecodable interaction acknowledged and dropped", "err", err)
+		return job{}, false
+	case !ok:
+		return job{}, false
+	case !s.allowed(ev.Thread.Channel):
+		s.a.log.Debug("slack: click in a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
+		return job{}, false
+	}
+	return job{ev: ev}, true
+}
+
+// notAllowedText answers a slash command in a channel loopbot does not serve.
+const notAllowedText = "loopbot is not enabled in this channel."
+
+// fromCommand turns a slash command into a job, or into a reply to give in the
+// acknowledgement.
+func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
+	c, err := decodeCommand(sc)
+	switch {
+	case err != nil:
+		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", err)
+		return job{}, "", false
+	case c.reply != "":
+		return job{}, c.reply, false
+	case !s.allowed(c.ev.Thread.Channel):
+		return job{}, notAllowedText, false
+	}
+	return job{ev: c.ev, goal: c.goal, responseURL: c.responseURL}, "", true
+}
+
+// ephemeral is the body of an acknowledgement that answers a slash command at once.
+func ephemeral(text string) map[string]string {
+	return map[string]string{"response_type": slack.ResponseTypeEphemeral, "text": escape(text)}
+}
