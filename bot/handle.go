@@ -228,15 +228,17 @@ func (b *Bot) cancelThread(ctx context.Context, ev Event) (Result, error) {
 	return b.cancelRun(ctx, ev.User, active)
 }
 
-// cancelRun ends a run for who. A run with a goroutine is cancelled through its context with
-// agent.ErrCancelled, and the loop saves the cancelled state; any other run is cancelled in
-// the store directly. b.mu is held across that write so the scheduler cannot start the run
-// in between: the goroutine it starts afterwards loads the cancelled state and stops.
+// cancelRun ends a run for who. A run its goroutine is working on is cancelled through the
+// goroutine's context with agent.ErrCancelled, and the loop saves the cancelled state; any
+// other run (queued, paused) is cancelled in the store directly. b.mu is held across that
+// write so the scheduler cannot start the run in between: a goroutine it starts afterwards
+// loads the cancelled state and stops at once.
 func (b *Bot) cancelRun(ctx context.Context, who User, runID string) (Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	res := Result{RunID: runID}
 	err := b.store.Update(ctx, func(tx Tx) error {
+		res.Notice = ""
 		rec, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -253,26 +255,31 @@ func (b *Bot) cancelRun(ctx context.Context, who User, runID string) (Result, er
 		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: "cancel", RunID: runID}); err != nil {
 			return err
 		}
-		if cancel := b.running[runID]; cancel != nil {
-			// The audit entry commits with this transaction; the cancel itself is the
-			// goroutine's to save, and it happens after the commit (below).
+		if b.running[runID] != nil && !rec.Status.Paused() {
+			// The cancel itself is the goroutine's to save, after this commits (below).
 			res.Notice = noticeCancelling
 			return nil
 		}
-		prev := rec.Status
-		if err := rec.State.Cancel("Cancelled by "+displayName(who)+".", now); err != nil {
-			return err
-		}
-		rec.Status = rec.State.Status
-		if err := b.closeApprovals(tx, rec, ApprovalCancelled, now); err != nil {
-			return err
-		}
-		return b.transition(tx, rec, prev)
+		return b.cancelInTx(tx, rec, "Cancelled by "+displayName(who)+".", now)
 	})
 	if err == nil && res.Notice == noticeCancelling {
 		b.running[runID](agent.ErrCancelled)
 	}
 	return res, err
+}
+
+// cancelInTx cancels a run that no goroutine is advancing, closes its approvals and stores
+// it with what the transition calls for.
+func (b *Bot) cancelInTx(tx Tx, rec *RunRecord, reason string, now time.Time) error {
+	prev := rec.Status
+	if err := rec.State.Cancel(reason, now); err != nil {
+		return err
+	}
+	rec.Status = rec.State.Status
+	if err := b.closeApprovals(tx, rec, ApprovalCancelled, now); err != nil {
+		return err
+	}
+	return b.transition(tx, rec, prev)
 }
 
 // closeApprovals settles the run's pending approvals as status (the run was cancelled) and

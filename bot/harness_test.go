@@ -31,7 +31,7 @@ var (
 
 // op is one call the bot made to the recording platform.
 type op struct {
-	kind string // "post" or "update"
+	kind string // "post", "update" or "notify"
 	ref  bot.MessageRef
 	msg  bot.Message
 	at   time.Time
@@ -78,7 +78,10 @@ func (r *recorder) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messa
 }
 
 func (r *recorder) Notify(ctx context.Context, th bot.ThreadRef, userID, text string) error {
-	return fmt.Errorf("notify is not used by the bot")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op{kind: "notify", ref: bot.MessageRef{Thread: th}, msg: bot.Message{Kind: bot.KindNotice, Text: text}, at: time.Now()})
+	return nil
 }
 
 // sent returns the successful calls that carried a message of kind (all kinds if empty).

@@ -67,6 +67,9 @@ func (b *Bot) work(ctx context.Context, id string) {
 		rec, err = tx.Run(id)
 		return err
 	})
+	if err == nil && rec.State == nil {
+		err = errors.New("run has no state")
+	}
 	if err != nil {
 		b.log.Error("load run", "run", id, "err", err)
 		b.hold(id)
@@ -89,7 +92,32 @@ func (b *Bot) work(ctx context.Context, id string) {
 			b.log.Error("mark run failed", "run", id, "err", ferr)
 			b.hold(id)
 		}
+		return
 	}
+	if errors.Is(context.Cause(ctx), agent.ErrCancelled) {
+		// The cancel may have come as the loop was returning (say, into a pause) and so
+		// gone unseen by it. The run is still registered here, so nothing restarts it
+		// before it is cancelled in the store.
+		if err := b.settleCancel(context.WithoutCancel(ctx), id); err != nil {
+			b.log.Error("cancel run", "run", id, "err", err)
+		}
+	}
+}
+
+// settleCancel cancels a run in the store unless it has already ended.
+func (b *Bot) settleCancel(ctx context.Context, id string) error {
+	err := b.store.Update(ctx, func(tx Tx) error {
+		rec, err := tx.Run(id)
+		if err != nil || rec.Status.Terminal() {
+			return err
+		}
+		return b.cancelInTx(tx, rec, "Cancelled by a person.", b.stamp())
+	})
+	if err != nil {
+		return fmt.Errorf("settle cancel of run %s: %w", id, err)
+	}
+	b.poke(b.wakeOutbox)
+	return nil
 }
 
 func (b *Bot) hold(id string) {
