@@ -114,7 +114,7 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	if reason != "" {
 		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
 	}
-	m.Footer = "Requested by " + displayName(ap.Requester) + "'s run"
+	m.Footer = "Run started by " + displayName(ap.Requester)
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 	switch ap.Status {
 	case ApprovalPending:

@@ -71,8 +71,10 @@ func (b *Bot) work(ctx context.Context, id string) {
 		err = errors.New("run has no state")
 	}
 	if err != nil {
-		b.log.Error("load run", "run", id, "err", err)
-		b.hold(id)
+		if ctx.Err() == nil {
+			b.log.Error("load run", "run", id, "err", err)
+			b.hold(id)
+		}
 		return
 	}
 	hooks := agent.Hooks{
