@@ -60,8 +60,6 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.status(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandCancel:
 		res, err = b.cancelThread(ctx, ev)
-	case ev.Kind == EventReply:
-		res, err = b.reply(ctx, ev)
 	default:
 		res, err = b.start(ctx, ev)
 	}
@@ -74,45 +72,19 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	return res, nil
 }
 
-// start begins a run for a mention or start command, or queues the goal behind the thread's
-// active run.
+// start handles a mention, a start command or a reply in a thread. With no run active in
+// the thread it starts one, which sees the thread's history; a reply to a run that waits for
+// input is its answer; anything else waits in the thread's queue.
 func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	if !b.mayStart(ev) {
 		return Result{Notice: noticeNotAllowed}, nil
 	}
-	goal := strings.TrimSpace(ev.Text)
-	if goal == "" {
-		return Result{Notice: noticeNoGoal}, nil
-	}
-	var res Result
-	err := b.store.Update(ctx, func(tx Tx) error {
-		res = Result{}
-		conv, err := conversation(tx, ev.Thread)
-		if err != nil {
-			return err
-		}
-		if conv.Active != "" {
-			return b.queue(tx, conv, ev, goal)
-		}
-		rec, err := b.newRun(tx, conv, ev.User, goal)
-		if err != nil {
-			return err
-		}
-		res.RunID = rec.ID
-		return tx.PutConversation(conv)
-	})
-	return res, err
-}
-
-// reply handles a message in a thread: the answer to the active run's question, a goal
-// queued behind a busy run, or a follow-up run that sees the thread's history.
-func (b *Bot) reply(ctx context.Context, ev Event) (Result, error) {
-	if !b.mayStart(ev) {
-		return Result{Notice: noticeNotAllowed}, nil
-	}
 	text := strings.TrimSpace(ev.Text)
-	if text == "" {
+	switch {
+	case text == "" && ev.Kind == EventReply:
 		return Result{}, nil
+	case text == "":
+		return Result{Notice: noticeNoGoal}, nil
 	}
 	var res Result
 	err := b.store.Update(ctx, func(tx Tx) error {
@@ -133,7 +105,7 @@ func (b *Bot) reply(ctx context.Context, ev Event) (Result, error) {
 		if err != nil {
 			return err
 		}
-		if rec.Status != agent.StatusAwaitingInput {
+		if ev.Kind != EventReply || rec.Status != agent.StatusAwaitingInput {
 			return b.queue(tx, conv, ev, text)
 		}
 		prev := rec.Status
