@@ -1,7 +1,9 @@
 package bot_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,6 +121,54 @@ func TestApprovalExpires(t *testing.T) {
 		}
 		if got := h.click(ann, approve.ID); !strings.Contains(got.Notice, "expired") {
 			t.Errorf("click on an expired card: notice %q", got.Notice)
+		}
+	})
+}
+
+func TestConcurrentClicksDecideOnce(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{Approvers: []string{boss.ID}}}, op)
+		h.model.add(use("op", `{}`), say("finished"))
+		res := h.mention(ann, "do the op")
+		h.settle()
+		approve, reject := h.buttons()
+
+		var wg sync.WaitGroup
+		notices := make([]string, 10)
+		for i := range notices {
+			who, id := ann, approve.ID
+			if i%2 == 1 {
+				who, id = boss, reject.ID
+			}
+			wg.Go(func() {
+				got, err := h.bot.Handle(t.Context(), bot.Event{Kind: bot.EventAction, ID: fmt.Sprintf("click-%d", i), Thread: thread, User: who, ActionID: id})
+				if err != nil {
+					t.Errorf("click %d: %v", i, err)
+				}
+				notices[i] = got.Notice
+			})
+		}
+		wg.Wait()
+		h.settle()
+		var decided int
+		for _, n := range notices {
+			if n == "" {
+				decided++
+			} else if !strings.HasPrefix(n, "Already ") {
+				t.Errorf("losing click got notice %q", n)
+			}
+		}
+		aps := h.approvals(res.RunID)
+		if decided != 1 || aps[0].Status == bot.ApprovalPending {
+			t.Fatalf("%d clicks decided, approval %s; want exactly one decision", decided, aps[0].Status)
+		}
+		wantCalls := int32(0)
+		if aps[0].Status == bot.ApprovalApproved {
+			wantCalls = 1
+		}
+		if n := op.calls.Load(); n != wantCalls {
+			t.Errorf("tool ran %d times after the approval was %s", n, aps[0].Status)
 		}
 	})
 }

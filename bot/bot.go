@@ -32,7 +32,6 @@ type Bot struct {
 	log       *slog.Logger
 	newID     func() string
 	redactor  *Redactor
-	maxTries  int
 
 	// wakeRuns and wakeOutbox nudge the scheduler and the dispatcher; both are buffered with
 	// room for one, so a nudge never blocks and many nudges fold into one pass.
@@ -99,7 +98,6 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		now:        time.Now,
 		log:        slog.Default(),
 		newID:      NewID,
-		maxTries:   8,
 		wakeRuns:   make(chan struct{}, 1),
 		wakeOutbox: make(chan struct{}, 1),
 		running:    map[string]context.CancelCauseFunc{},

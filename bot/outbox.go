@@ -12,11 +12,12 @@ import (
 )
 
 // Retries of platform calls that fail for reasons other than a rate limit back off
-// exponentially from retryBase up to retryCap; after Bot.maxTries attempts the item is
-// dropped.
+// exponentially from retryBase up to retryCap; after maxAttempts the item is dropped, so a
+// platform that is down for good does not hold the outbox forever.
 const (
-	retryBase = time.Second
-	retryCap  = 2 * time.Minute
+	retryBase   = time.Second
+	retryCap    = 2 * time.Minute
+	maxAttempts = 8
 )
 
 // channel is the dispatcher's pacing state for one platform channel.
@@ -166,7 +167,7 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 		return false
 	}
 	it.Attempts++
-	if it.Attempts >= b.maxTries {
+	if it.Attempts >= maxAttempts {
 		log.Error("platform call kept failing; dropped", "attempts", it.Attempts, "err", err)
 		return b.drop(ctx, it)
 	}

@@ -1,9 +1,11 @@
 package bot_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -192,6 +194,55 @@ func TestSecretsAreNeverPosted(t *testing.T) {
 		}
 		if !h.model.saw(agent.RoleTool, slackToken) {
 			t.Error("the model did not get the tool's output: redaction is for what is posted only")
+		}
+	})
+}
+
+func TestStopFlushesTheOutbox(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{})
+		h.model.add(say("The answer."))
+		h.mention(ann, "answer me")
+		synctest.Wait()
+		if n := len(h.plat.sent(bot.KindAnswer)); n != 0 {
+			t.Fatalf("answer posted before the pacing allowed it")
+		}
+		if err := h.bot.Stop(t.Context()); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		if n := len(h.plat.sent(bot.KindAnswer)); n != 1 {
+			t.Errorf("%d answers posted by the time Stop returned, want 1", n)
+		}
+	})
+}
+
+func TestStopGivesUpWhenItsContextEnds(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{})
+		h.plat.fail = func(o op) error {
+			if o.msg.Kind == bot.KindAnswer {
+				return &bot.RateLimitError{RetryAfter: time.Hour}
+			}
+			return nil
+		}
+		h.model.add(say("The answer."))
+		h.mention(ann, "answer me")
+		time.Sleep(5 * time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := h.bot.Stop(ctx); err == nil {
+			t.Error("Stop reported a flushed outbox while an answer waited out a rate limit")
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("Stop took %s, past its context's deadline", took)
+		}
+
+		h.plat.fail = nil
+		h.restart()
+		h.settle()
+		if n := len(h.plat.sent(bot.KindAnswer)); n != 1 {
+			t.Errorf("%d answers posted after the restart, want the one left in the outbox", n)
 		}
 	})
 }
