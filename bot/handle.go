@@ -42,6 +42,10 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	if err := ev.Validate(); err != nil {
 		return Result{}, fmt.Errorf("handle event: %w", err)
 	}
+	if b.platforms[ev.Thread.Platform] == nil {
+		// Nothing could ever be posted back to the thread.
+		return Result{}, fmt.Errorf("handle event %s: platform %q is not configured", ev.ID, ev.Thread.Platform)
+	}
 	if ev.User.Bot {
 		return Result{}, nil
 	}

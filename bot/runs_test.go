@@ -252,6 +252,10 @@ func TestPolicyAndIgnoredEvents(t *testing.T) {
 		if _, err := h.bot.Handle(context.Background(), bot.Event{Kind: bot.EventMention, ID: "x", User: ann}); err == nil {
 			t.Error("an event without a thread was accepted")
 		}
+		unknown := bot.ThreadRef{Platform: "irc", Channel: "C1", Thread: "T1"}
+		if _, err := h.bot.Handle(context.Background(), bot.Event{Kind: bot.EventMention, ID: "y", Thread: unknown, User: ann, Text: "hi"}); err == nil {
+			t.Error("an event from a platform that is not configured was accepted")
+		}
 
 		h.model.add(say("hi"))
 		res := h.mention(ann, "hello")
