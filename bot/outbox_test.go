@@ -94,7 +94,10 @@ func TestRateLimitIsHonoured(t *testing.T) {
 				after = append(after, o)
 			}
 		}
-		if len(after) == 0 || after[0].at.Sub(limitedAt) < 30*time.Second {
+		if len(after) == 0 {
+			t.Fatal("C1 was never called again after its 429")
+		}
+		if after[0].at.Sub(limitedAt) < 30*time.Second {
 			t.Fatalf("C1 was called again %v after a 429 asking for 30s", after[0].at.Sub(limitedAt))
 		}
 		if after[0].err != nil || after[0].kind != "update" {
