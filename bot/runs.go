@@ -77,11 +77,9 @@ func (b *Bot) work(ctx context.Context, id string) {
 		}
 		return
 	}
-	hooks := agent.Hooks{
-		Checkpoint: b.checkpoint,
-		Observer:   agent.ObserverFunc(b.observe),
-	}
-	err = b.agent.Run(ctx, rec.State, hooks)
+	// No Observer: cards are rendered from stored state only, and the loop checkpoints
+	// before every call with side effects, so the card shows a running tool anyway.
+	err = b.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: b.checkpoint})
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errShutdown):
@@ -128,17 +126,8 @@ func (b *Bot) hold(id string) {
 	b.mu.Unlock()
 }
 
-// observe lets the dispatcher send the card the last checkpoint stored as soon as a tool
-// starts (the loop checkpoints before a call with side effects), instead of at its next pass.
-func (b *Bot) observe(ev agent.Event) {
-	switch ev.Kind {
-	case agent.EventToolStarted, agent.EventPaused, agent.EventApprovalRequested:
-		b.poke(b.wakeOutbox)
-	}
-}
-
 // checkpoint saves the run's state and the outbox items its transition calls for, in one
-// transaction.
+// transaction, and wakes the dispatcher to send them.
 func (b *Bot) checkpoint(ctx context.Context, st *agent.State) error {
 	err := b.store.Update(ctx, func(tx Tx) error {
 		rec, err := tx.Run(st.RunID)
