@@ -21,6 +21,14 @@ var broadcast = regexp.MustCompile(`(?i)@(channel|here|everyone)\b`)
 
 func neutralize(s string) string { return broadcast.ReplaceAllString(s, "@\u2060$1") }
 
+// controlStart is how Slack markup begins: a special mention, a user or a channel.
+var controlStart = strings.NewReplacer("<!", "<\u2060!", "<@", "<\u2060@", "<#", "<\u2060#")
+
+// plain makes s safe for a plain_text object (a header, a button). Slack does not parse
+// markup there, but loopbot does not rely on that: mention markup and broadcast words get a
+// word joiner, which shows as nothing.
+func plain(s string) string { return neutralize(controlStart.Replace(s)) }
+
 // unescape decodes the entities Slack puts in the text of inbound messages, so that the
 // goal handed to the bot is what the person typed.
 var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")

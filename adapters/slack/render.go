@@ -89,7 +89,7 @@ func render(m bot.Message, single bool) ([]payload, error) {
 	var header slack.Block
 	title := strings.TrimSpace(m.Title)
 	if title != "" {
-		header = slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, clip(emojiFor(m.Kind)+" "+title, maxHeaderText), true, false))
+		header = slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, clip(plain(emojiFor(m.Kind)+" "+title), maxHeaderText), true, false))
 	}
 	body := mrkdwn(strings.TrimSpace(m.Text))
 	if title == "" && body != "" {
@@ -225,7 +225,7 @@ func renderButtons(buttons []bot.Button) ([]slack.BlockElement, error) {
 		if b.ID == "" || len(b.ID) > maxButtonValue {
 			return nil, fmt.Errorf("%w: button %q has an ID of %d bytes, want 1 to %d", errBadButton, b.Label, len(b.ID), maxButtonValue)
 		}
-		label := clip(strings.TrimSpace(b.Label), maxButtonText)
+		label := clip(plain(strings.TrimSpace(b.Label)), maxButtonText)
 		if label == "" {
 			label = "OK"
 		}
