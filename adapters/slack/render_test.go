@@ -35,8 +35,8 @@ var goldenMessages = map[string]bot.Message{
 			{Text: "Draft the note", Status: "pending"},
 			{Text: "Fetch the milestone", Status: "failed"},
 		},
-		Fields: []bot.Field{{Name: "Step", Value: "4 of 30"}, {Name: "Elapsed", Value: "1m12s"}},
-		Footer: "step 4 · 1m12s · 12,480 tokens · $0.031",
+		Fields:  []bot.Field{{Name: "Step", Value: "4 of 30"}, {Name: "Elapsed", Value: "1m12s"}},
+		Footer:  "step 4 · 1m12s · 12,480 tokens · $0.031",
 		Buttons: []bot.Button{{ID: "c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
 	},
 	"approval": {
@@ -57,8 +57,8 @@ var goldenMessages = map[string]bot.Message{
 		Footer: "Approved by bea at 2026-01-02 14:05 UTC",
 	},
 	"answer": {
-		Kind: bot.KindAnswer,
-		Text: "## Summary\nThere are **3** open issues:\n- #12 flaky test\n- #14 docs\n\nSee [the tracker](https://github.com/loopbot/loopbot/issues?q=is:open&sort=new) or run `go test ./...`:\n```go\nif a < b && b > c {\n}\n```",
+		Kind:   bot.KindAnswer,
+		Text:   "## Summary\nThere are **3** open issues:\n- #12 flaky test\n- #14 docs\n\nSee [the tracker](https://github.com/loopbot/loopbot/issues?q=is:open&sort=new) or run `go test ./...`:\n```go\nif a < b && b > c {\n}\n```",
 		Footer: "7 steps · 2m03s · $0.04",
 	},
 	"failure": {
