@@ -320,7 +320,8 @@ func splitText(s string, limit int) []string {
 	open := ""
 	for i, p := range raw {
 		if open != "" {
-			p = open + "\n" + p
+			// The reopened fence is scanned below and opens the block again.
+			p, open = open+"\n"+p, ""
 		}
 		for _, line := range strings.Split(p, "\n") {
 			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
