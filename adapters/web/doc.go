@@ -1,0 +1,30 @@
+// Package web is loopbot's local web console: a third platform next to Slack and Discord,
+// served from the bot's own process and going through exactly the same bot code path.
+//
+// A person opens the console in a browser, picks a display name (kept in the browser's
+// localStorage; the user ID is "web:" + name, so two tabs with two names can play requester
+// and approver), types a goal, and watches the run's messages arrive: the status card edited
+// in place, the plan ticking, approval cards with Approve and Reject, failure summaries and
+// the answer. A reply box continues the thread or answers the run's question.
+//
+// The adapter keeps the console's threads and their messages in memory, bounded by
+// Config.MaxThreads and Config.MaxMessages. They are the console's view only: the runs
+// themselves are durable in the bot's store, and after a restart the bot's next post or edit
+// recreates the thread it goes to. Messages reach browsers as server-sent events, one
+// EventSource per open page. Post and Update never wait for a browser: a subscriber whose
+// buffer is full is dropped, and its EventSource reconnects with Last-Event-ID and receives
+// every message that changed since (or a full snapshot when the ID is from another process).
+//
+// Messages are rendered to HTML on the server: everything is escaped, and the Markdown of
+// the model's text is turned into a small allowlist of elements (paragraphs, emphasis, code,
+// code blocks, lists, and links to http and https only). Pages carry a strict
+// Content-Security-Policy with no inline script, so even a rendering mistake cannot run
+// code.
+//
+// Security: the console listens on loopback by default and then needs no token, but it
+// answers only to loopback host names, so a web page cannot reach it through DNS
+// rebinding. Bound to any other address it refuses to start without Config.Token; with a
+// token every request needs it, as a cookie set by opening /?token=... once or as an
+// Authorization: Bearer header. POST endpoints accept JSON only, require the X-Loopbot: 1
+// header and are protected against cross-origin requests.
+package web

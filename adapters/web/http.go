@@ -1,0 +1,359 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+//go:embed static
+var static embed.FS
+
+// Handler takes the console's events; *bot.Bot is one. Handle must be fast (store writes
+// only): the browser waits for it to learn the Result's notice.
+type Handler interface {
+	Handle(ctx context.Context, ev bot.Event) (bot.Result, error)
+}
+
+// maxBody bounds a POST body: a goal or a reply is a few kilobytes at most.
+const maxBody = 64 << 10
+
+// handleTimeout bounds the bot's handling of one submission.
+const handleTimeout = 30 * time.Second
+
+// cookieName holds the token in the browser once the person has logged in with ?token=.
+const cookieName = "loopbot_token"
+
+// csp allows the console's own files and nothing else: no inline script or style, no
+// framing, no plugins.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+var errClosed = errors.New("the console is shutting down")
+
+// Run serves the console on Config.Addr until ctx ends, then shuts the server down and
+// returns nil. Events go to h.
+func (a *Adapter) Run(ctx context.Context, h Handler) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("web console listen: %w", err)
+	}
+	return a.Serve(ctx, ln, h)
+}
+
+// Serve is Run on a listener the caller opened (to learn the port of ":0", say). It refuses
+// a listener beyond loopback when no token is configured.
+func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h Handler) error {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && a.cfg.Token == "" && !tcp.IP.IsLoopback() {
+		ln.Close()
+		return fmt.Errorf("web console on %s: not a loopback address, so the console needs web token: refusing to serve it unprotected", ln.Addr())
+	}
+	srv := &http.Server{
+		Handler:           a.HTTPHandler(h),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	// Event streams never go idle, so Shutdown would wait for them until its deadline.
+	srv.RegisterOnShutdown(a.closeStreams)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("web console: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutCtx)
+	<-served
+	if err != nil {
+		return fmt.Errorf("web console shutdown: %w", err)
+	}
+	return nil
+}
+
+// HTTPHandler is the console: its pages, its JSON API and its event stream, behind the
+// token and origin checks. Events go to h.
+func (a *Adapter) HTTPHandler(h Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.serveIndex)
+	mux.HandleFunc("GET /app.js", serveStatic("static/app.js", "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /app.css", serveStatic("static/app.css", "text/css; charset=utf-8"))
+	mux.HandleFunc("GET /api/threads", a.serveThreads)
+	mux.HandleFunc("GET /api/threads/{id}", a.serveThread)
+	mux.HandleFunc("GET /api/events", a.serveEvents)
+	post := func(f func(http.ResponseWriter, *http.Request, Handler, []byte)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if body, ok := readPost(w, r); ok {
+				f(w, r, h, body)
+			}
+		}
+	}
+	mux.Handle("POST /api/threads", post(a.newThread))
+	mux.Handle("POST /api/threads/{id}/messages", post(a.reply))
+	mux.Handle("POST /api/actions", post(a.action))
+	// Browsers say where a request comes from; a cross-origin POST is refused.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin request refused")
+	}))
+	return a.guard(cop.Handler(mux))
+}
+
+// guard sets the security headers on every response and lets a request through only with
+// the token (when one is configured) or on a loopback host name (when none is).
+func (a *Adapter) guard(next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(a.cfg.Token))
+	valid := func(tok string) bool {
+		got := sha256.Sum256([]byte(tok))
+		return tok != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		if a.cfg.Token == "" {
+			// Without a token, only the loopback names reach the console, so that a
+			// web page cannot point a name of its own at 127.0.0.1 (DNS rebinding).
+			host, _, err := net.SplitHostPort(r.Host)
+			if err != nil {
+				host = r.Host
+			}
+			if !isLoopbackHost(strings.Trim(host, "[]")) {
+				writeError(w, http.StatusForbidden, "this console answers to localhost and loopback addresses only")
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet && r.URL.Path == "/" {
+			if !valid(tok) {
+				writeError(w, http.StatusUnauthorized, "wrong token")
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+			// Take the token out of the address bar and the history.
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		tok := ""
+		if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			tok = strings.TrimSpace(auth)
+		} else if c, err := r.Cookie(cookieName); err == nil {
+			tok = c.Value
+		}
+		if !valid(tok) {
+			hd.Set("WWW-Authenticate", `Bearer realm="loopbot"`)
+			writeError(w, http.StatusUnauthorized, "this console needs its token: open /?token=... once, or send Authorization: Bearer")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *Adapter) serveIndex(w http.ResponseWriter, r *http.Request) {
+	var b bytes.Buffer
+	if err := a.index.Execute(&b, struct{ Banner string }{a.cfg.Banner}); err != nil {
+		a.log.Error("web console: render index page", "err", err)
+		writeError(w, http.StatusInternalServerError, "could not render the page")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b.Bytes())
+}
+
+func serveStatic(name, contentType string) http.HandlerFunc {
+	data, err := static.ReadFile(name)
+	if err != nil {
+		panic(fmt.Sprintf("web console: embedded %s is missing: %v", name, err))
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Write(data)
+	}
+}
+
+// threadJSON is a thread with its messages, for GET /api/threads/{id}.
+type threadJSON struct {
+	threadSummary
+	Messages []messageData `json:"messages"`
+}
+
+func (a *Adapter) serveThreads(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	list := make([]threadSummary, 0, len(a.threads))
+	for _, t := range a.threads {
+		list = append(list, t.summary())
+	}
+	a.mu.Unlock()
+	slices.SortFunc(list, func(x, y threadSummary) int { return y.Updated.Compare(x.Updated) })
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (a *Adapter) serveThread(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a.mu.Lock()
+	t, ok := a.threads[id]
+	var out threadJSON
+	if ok {
+		out.threadSummary = t.summary()
+		out.Messages = make([]messageData, 0, len(t.entries))
+		for _, e := range t.entries {
+			out.Messages = append(out.Messages, messageData{Thread: t.id, ID: e.id, Pos: e.pos, Kind: e.kind, HTML: e.html})
+		}
+	}
+	a.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "no thread "+id)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readPost checks a POST's headers and reads its body. The custom header cannot be set by
+// a cross-site form or a simple request, and JSON only keeps it that way.
+func readPost(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Header.Get("X-Loopbot") != "1" {
+		writeError(w, http.StatusForbidden, "missing header X-Loopbot: 1")
+		return nil, false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "send Content-Type: application/json")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, "could not read the body")
+		return nil, false
+	}
+	return body, true
+}
+
+// postResult is what a POST answers: the thread, and the bot's notice for this user only.
+type postResult struct {
+	Thread    string `json:"thread"`
+	Notice    string `json:"notice,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// newThread is POST /api/threads: a goal opens a thread and starts a run in it.
+func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+	ev, _, err := decodeRequest(body, bot.EventMention)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.mu.Lock()
+	var t *thread
+	for _, x := range a.threads {
+		if x.mention == ev.ID {
+			t = x
+			break
+		}
+	}
+	if t == nil {
+		t = a.thread(randomID(8), clip(firstLine(ev.Text), 80))
+		t.mention = ev.ID
+		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
+	}
+	id := t.id
+	a.mu.Unlock()
+	a.deliver(w, r, h, ev, id, http.StatusCreated)
+}
+
+// reply is POST /api/threads/{id}/messages: a message in a thread.
+func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+	id := r.PathValue("id")
+	ev, _, err := decodeRequest(body, bot.EventReply)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.mu.Lock()
+	t, ok := a.threads[id]
+	if ok && !slices.ContainsFunc(t.entries, func(e *entry) bool { return e.event == ev.ID }) {
+		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
+		t.updated = a.now()
+		a.publish(newEvent("", "thread", t.summary()), everyone)
+	}
+	a.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "no thread "+id)
+		return
+	}
+	a.deliver(w, r, h, ev, id, http.StatusOK)
+}
+
+// action is POST /api/actions: a button was clicked.
+func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+	ev, id, err := decodeRequest(body, bot.EventAction)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.mu.Lock()
+	_, ok := a.threads[id]
+	a.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "no thread "+id)
+		return
+	}
+	a.deliver(w, r, h, ev, id, http.StatusOK)
+}
+
+// deliver hands ev to the bot and answers with its notice. The request's cancellation does
+// not reach the bot: a closed tab must not leave a submission half handled.
+func (a *Adapter) deliver(w http.ResponseWriter, r *http.Request, h Handler, ev bot.Event, threadID string, status int) {
+	ev.Thread = threadRef(threadID)
+	ev.At = a.now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), handleTimeout)
+	defer cancel()
+	res, err := h.Handle(ctx, ev)
+	if err != nil {
+		a.log.Error("web console: handle event", "event", ev.ID, "kind", ev.Kind, "err", err)
+		if errors.Is(err, bot.ErrStopped) {
+			writeError(w, http.StatusServiceUnavailable, "loopbot is shutting down; try again when it is back")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "loopbot could not take this; the server log says why")
+		return
+	}
+	writeJSON(w, status, postResult{Thread: threadID, Notice: res.Notice, Duplicate: res.Duplicate})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, struct {
+		Error string `json:"error"`
+	}{msg})
+}

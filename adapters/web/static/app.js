@@ -1,0 +1,234 @@
+// The loopbot console. Plain JavaScript, no build step. Every message arrives as HTML the
+// server rendered and escaped; everything this script writes itself goes through
+// textContent.
+'use strict';
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const nameKey = 'loopbot.name';
+  let name = localStorage.getItem(nameKey) || '';
+  let current = null;      // the thread shown, or null on the home page
+  let source = null;       // the page's one EventSource
+  let threads = new Map(); // id -> summary
+  // Submissions keep their UUID until they succeed, so a double click or a retry is the
+  // same delivery and the bot handles it once.
+  const pending = new Map();
+
+  function uuid() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    // crypto.randomUUID needs a secure context; a console on a LAN address may not be one.
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  }
+
+  async function post(url, key, body) {
+    let id = pending.get(key);
+    if (!id) {
+      id = uuid();
+      pending.set(key, id);
+    }
+    const res = await fetch(url, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', 'X-Loopbot': '1' },
+      body: JSON.stringify({ ...body, id, user: name }),
+    });
+    let data = {};
+    try {
+      data = await res.json();
+    } catch {
+      // An error page that is not JSON: the status says enough.
+    }
+    if (res.ok || res.status < 500) pending.delete(key);
+    if (!res.ok) throw new Error(data.error || `${res.status} ${res.statusText}`);
+    if (data.notice) toast(data.notice, 'notice');
+    return data;
+  }
+
+  function toast(text, kind) {
+    const el = document.createElement('div');
+    el.className = `toast toast-${kind}`;
+    el.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+    const small = document.createElement('small');
+    small.textContent = kind === 'error' ? 'Error' : 'Only you can see this';
+    const p = document.createElement('p');
+    p.textContent = text;
+    el.append(small, p);
+    el.addEventListener('click', () => el.remove());
+    $('toasts').append(el);
+    setTimeout(() => el.remove(), 10000);
+  }
+
+  function setConn(live) {
+    const el = $('conn');
+    el.textContent = live ? 'live' : 'reconnecting…';
+    el.classList.toggle('live', live);
+  }
+
+  function renderThreads() {
+    const list = [...threads.values()].sort((a, b) => (a.updated < b.updated ? 1 : -1));
+    const items = list.map((t) => {
+      const li = document.createElement('li');
+      const a = document.createElement('a');
+      a.href = `#/t/${encodeURIComponent(t.id)}`;
+      a.textContent = t.title;
+      if (t.id === current) a.setAttribute('aria-current', 'page');
+      const s = document.createElement('small');
+      s.textContent = t.status || '';
+      li.append(a, s);
+      return li;
+    });
+    $('threads').replaceChildren(...items);
+    const t = current && threads.get(current);
+    $('thread-title').textContent = t ? t.title : '';
+  }
+
+  function upsert(m) {
+    if (m.thread !== current) return;
+    const box = $('messages');
+    const stick = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    let el = [...box.children].find((c) => c.dataset.id === m.id);
+    if (!el) {
+      el = document.createElement('div');
+      el.className = 'entry';
+      el.dataset.id = m.id;
+      el.dataset.pos = String(m.pos);
+      const before = [...box.children].find((c) => Number(c.dataset.pos) > m.pos) || null;
+      box.insertBefore(el, before);
+    }
+    el.dataset.kind = m.kind;
+    // Rendered by the server from an allowlist, with every text escaped.
+    el.innerHTML = m.html;
+    if (stick) box.scrollTop = box.scrollHeight;
+  }
+
+  function connect() {
+    if (source) source.close();
+    source = null;
+    if (!name) return;
+    const q = new URLSearchParams({ user: name });
+    if (current) q.set('thread', current);
+    const es = new EventSource(`/api/events?${q}`);
+    source = es;
+    const on = (type, f) => es.addEventListener(type, (e) => f(JSON.parse(e.data)));
+    on('threads', (list) => {
+      threads = new Map(list.map((t) => [t.id, t]));
+      renderThreads();
+    });
+    on('thread', (t) => {
+      threads.set(t.id, t);
+      renderThreads();
+    });
+    on('thread-gone', (t) => {
+      threads.delete(t.id);
+      renderThreads();
+    });
+    on('reset', () => $('messages').replaceChildren());
+    on('message', upsert);
+    on('notice', (n) => toast(n.text, 'notice'));
+    on('sync', () => setConn(true));
+    es.onerror = () => {
+      setConn(false);
+      // A closed source will not come back on its own: the thread is gone, or the
+      // console refused the stream.
+      if (es.readyState === EventSource.CLOSED && current) $('gone').hidden = false;
+    };
+  }
+
+  function route() {
+    const m = location.hash.match(/^#\/t\/([A-Za-z0-9_-]{1,64})$/);
+    current = m ? m[1] : null;
+    $('home').hidden = current !== null;
+    $('thread').hidden = current === null;
+    $('gone').hidden = true;
+    $('messages').replaceChildren();
+    renderThreads();
+    connect();
+    (current ? $('reply') : $('goal')).focus();
+  }
+
+  function askName() {
+    $('name').value = name;
+    $('name-panel').hidden = false;
+    $('name').focus();
+  }
+
+  function setWho() {
+    $('who').textContent = name ? `You are ${name}` : '';
+  }
+
+  async function submit(form, button, field, send) {
+    const text = field.value.trim();
+    if (!text) return;
+    if (!name) {
+      askName();
+      return;
+    }
+    button.disabled = true;
+    try {
+      await send(text);
+      field.value = '';
+    } catch (err) {
+      toast(err.message, 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  $('goal-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    submit($('goal-form'), $('goal-submit'), $('goal'), async (text) => {
+      const d = await post('/api/threads', `goal\n${text}`, { text });
+      location.hash = `#/t/${d.thread}`;
+    });
+  });
+
+  $('reply-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = current;
+    submit($('reply-form'), $('reply-submit'), $('reply'), (text) =>
+      post(`/api/threads/${encodeURIComponent(id)}/messages`, `reply\n${id}\n${text}`, { text }));
+  });
+
+  for (const [field, form] of [['goal', 'goal-form'], ['reply', 'reply-form']]) {
+    $(field).addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) $(form).requestSubmit();
+    });
+  }
+
+  $('messages').addEventListener('click', async (e) => {
+    const b = e.target.closest('button[data-action]');
+    if (!b || b.disabled) return;
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+    const card = b.closest('.buttons');
+    const all = card ? [...card.querySelectorAll('button')] : [b];
+    all.forEach((x) => { x.disabled = true; });
+    try {
+      await post('/api/actions', `action\n${b.dataset.action}`, { action: b.dataset.action, thread: current });
+    } catch (err) {
+      toast(err.message, 'error');
+      all.forEach((x) => { x.disabled = false; });
+    }
+  });
+
+  $('name-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = $('name').value.trim();
+    if (!v) return;
+    name = v;
+    localStorage.setItem(nameKey, name);
+    $('name-panel').hidden = true;
+    setWho();
+    connect();
+  });
+
+  $('rename').addEventListener('click', askName);
+  window.addEventListener('hashchange', route);
+
+  setWho();
+  route();
+  if (!name) askName();
+})();
