@@ -73,32 +73,37 @@ func (c Config) validate() error {
 	switch c.Mode {
 	case ModeSocket:
 		if c.AppToken == "" {
-			errs = append(errs, errors.New("AppToken: required in socket mode (SLACK_APP_TOKEN, xapp-…)"))
+			errs = append(errs, fieldErr("AppToken", "required in socket mode (SLACK_APP_TOKEN, xapp-…)"))
 		} else if !strings.HasPrefix(c.AppToken, "xapp-") {
-			errs = append(errs, errors.New("AppToken: want an app-level token starting with xapp-"))
+			errs = append(errs, fieldErr("AppToken", "want an app-level token starting with xapp-"))
 		}
 	case ModeHTTP:
 		if c.SigningSecret == "" {
-			errs = append(errs, errors.New("SigningSecret: required in http mode (SLACK_SIGNING_SECRET)"))
+			errs = append(errs, fieldErr("SigningSecret", "required in http mode (SLACK_SIGNING_SECRET)"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("Mode: %q, want %q or %q", c.Mode, ModeSocket, ModeHTTP))
+		errs = append(errs, fieldErr("Mode", "%q, want %q or %q", c.Mode, ModeSocket, ModeHTTP))
 	}
 	if c.BotToken == "" {
-		errs = append(errs, errors.New("BotToken: required (SLACK_BOT_TOKEN, xoxb-…)"))
+		errs = append(errs, fieldErr("BotToken", "required (SLACK_BOT_TOKEN, xoxb-…)"))
 	} else if !strings.HasPrefix(c.BotToken, "xoxb-") {
-		errs = append(errs, errors.New("BotToken: want a bot token starting with xoxb-"))
+		errs = append(errs, fieldErr("BotToken", "want a bot token starting with xoxb-"))
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("APIURL: %q is not an http(s) URL", c.APIURL))
+		errs = append(errs, fieldErr("APIURL", "%q is not an http(s) URL", c.APIURL))
 	}
 	if c.DrainTimeout < 0 {
-		errs = append(errs, errors.New("DrainTimeout: must not be negative"))
+		errs = append(errs, fieldErr("DrainTimeout", "must not be negative"))
 	}
 	for _, ch := range c.AllowedChannels {
 		if ch == "" || strings.ContainsAny(ch, " #") {
-			errs = append(errs, fmt.Errorf("AllowedChannels: %q is not a channel ID (C…, G… or D…, not a #name)", ch))
+			errs = append(errs, fieldErr("AllowedChannels", "%q is not a channel ID (C…, G… or D…, not a #name)", ch))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fieldErr is a validation error that starts with the name of the field it is about.
+func fieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("%s: "+format, append([]any{field}, args...)...)
 }
