@@ -27,7 +27,7 @@ const Permissions int64 = discordgo.PermissionViewChannel |
 	discordgo.PermissionSendMessagesInThreads |
 	discordgo.PermissionCreatePublicThreads |
 	discordgo.PermissionReadMessageHistory |
-	discordgo.PermissionUseSlashCommands |
+	discordgo.PermissionUseApplicationCommands |
 	discordgo.PermissionEmbedLinks |
 	discordgo.PermissionAttachFiles
 

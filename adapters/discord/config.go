@@ -17,9 +17,6 @@ const (
 	ModeHTTP = "http"
 )
 
-// defaultAPIURL is the prefix of every URL discordgo builds.
-const defaultAPIURL = "https://discord.com/"
-
 // Config is the adapter's configuration; cmd/loopbot fills it from the [discord] section of
 // the config file and the environment (DISCORD_BOT_TOKEN, DISCORD_PUBLIC_KEY).
 type Config struct {
