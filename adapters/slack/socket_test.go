@@ -186,6 +186,12 @@ func TestSocketUnparsable(t *testing.T) {
 func TestSocketSlashCommand(t *testing.T) {
 	f := newFakeSlack(t)
 	rec := newRecorder()
+	rec.result = func(ev bot.Event) bot.Result {
+		if ev.Command == bot.CommandStart {
+			return bot.Result{Notice: "Queued <yours>."}
+		}
+		return bot.Result{}
+	}
 	f.adapter(rec, Config{AllowedChannels: []string{"C1"}})
 	f.conn()
 	cmd := func(trigger, channel, text string) map[string]any {
@@ -206,6 +212,11 @@ func TestSocketSlashCommand(t *testing.T) {
 	if ev.Kind != bot.EventCommand || ev.Command != bot.CommandStart || ev.ID != "command:trig-s" ||
 		ev.Text != "fix the <build> @here" || ev.Thread.Channel != "C1" || !strings.HasPrefix(ev.Thread.Thread, "1700000100.") {
 		t.Errorf("start event %+v", ev)
+	}
+	// A slash command's notice goes through its response_url, ephemeral.
+	if c := f.nextCall("response_url"); !strings.Contains(c.Values.Get("body"), `"text":"Queued \u0026lt;yours\u0026gt;."`) ||
+		!strings.Contains(c.Values.Get("body"), `"response_type":"ephemeral"`) {
+		t.Errorf("response_url body %s", c.Values.Get("body"))
 	}
 
 	f.send("slash_commands", "env-status", cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100"))
