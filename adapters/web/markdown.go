@@ -16,6 +16,13 @@ import (
 // deeply.
 const maxInlineDepth = 6
 
+// maxLinkLabel and maxLinkURL bound how far a link is looked for, in bytes, so that text
+// full of brackets renders in linear time.
+const (
+	maxLinkLabel = 500
+	maxLinkURL   = 2048
+)
+
 var (
 	fenceRe    = regexp.MustCompile("^ {0,3}(```+|~~~+)")
 	bulletRe   = regexp.MustCompile(`^ {0,3}[-*+][ \t]+(.*)$`)
@@ -129,6 +136,9 @@ func renderMarkdown(src string) string {
 func renderInline(s string, depth int) string {
 	var b strings.Builder
 	text := 0 // start of the text not yet written
+	// A delimiter with no closer after some index has none after any later index either:
+	// remembering that keeps rendering linear on input full of unmatched delimiters.
+	noCloser := map[string]int{}
 	flush := func(end int) {
 		b.WriteString(escapeText(s[text:end]))
 	}
@@ -143,7 +153,14 @@ func renderInline(s string, depth int) string {
 			continue
 		case c == '`':
 			n := runLen(s, i, '`')
-			if end := strings.Index(s[i+n:], s[i:i+n]); end >= 0 {
+			delim := s[i : i+n]
+			end := -1
+			if from, ok := noCloser[delim]; !ok || i+n < from {
+				if end = strings.Index(s[i+n:], delim); end < 0 {
+					noCloser[delim] = i + n
+				}
+			}
+			if end >= 0 {
 				flush(i)
 				b.WriteString("<code>" + escapeText(strings.TrimSpace(s[i+n:i+n+end])) + "</code>")
 				i += n + end + n
@@ -167,7 +184,14 @@ func renderInline(s string, depth int) string {
 			}
 		case (c == '*' || c == '_') && depth < maxInlineDepth:
 			n := min(runLen(s, i, c), 2)
-			if inner, end, ok := findEmphasis(s, i, c, n); ok {
+			key := s[i : i+n]
+			inner, end, ok := "", 0, false
+			if from, seen := noCloser[key]; canOpen(s, i, c, n) && (!seen || i+n+1 < from) {
+				if inner, end, ok = findCloser(s, i+n, c, n); !ok {
+					noCloser[key] = i + n + 1
+				}
+			}
+			if ok {
 				flush(i)
 				tag := "em"
 				if n == 2 {
@@ -196,17 +220,21 @@ func runLen(s string, i int, c byte) int {
 	return n
 }
 
-// findEmphasis finds the closer of an emphasis opened by n times c at s[i]. The content
-// must not start or end with a space, and underscores must sit at word boundaries so that
-// snake_case_names stay as written. It returns the content and the index after the closer.
-func findEmphasis(s string, i int, c byte, n int) (string, int, bool) {
+// canOpen reports whether n times c at s[i] can open emphasis: the content must not start
+// with a space, and an underscore must start a word, so that snake_case_names stay as
+// written.
+func canOpen(s string, i int, c byte, n int) bool {
 	start := i + n
 	if start >= len(s) || s[start] == ' ' || s[start] == c {
-		return "", 0, false
+		return false
 	}
-	if c == '_' && i > 0 && isWordByte(s[i-1]) {
-		return "", 0, false
-	}
+	return c != '_' || i == 0 || !isWordByte(s[i-1])
+}
+
+// findCloser finds the closer of an emphasis whose content starts at s[start]: n times c,
+// not after a space, not part of a longer run, and for underscores at the end of a word. It
+// returns the content and the index after the closer.
+func findCloser(s string, start int, c byte, n int) (string, int, bool) {
 	delim := strings.Repeat(string(c), n)
 	for j := start + 1; j+n <= len(s); j++ {
 		if s[j:j+n] != delim || s[j-1] == ' ' {
@@ -231,7 +259,7 @@ func isWordByte(b byte) bool {
 func parseLink(s string) (label, href string, n int, ok bool) {
 	depth := 0
 	close := -1
-	for i := 1; i < len(s); i++ {
+	for i := 1; i < len(s) && i <= maxLinkLabel; i++ {
 		if s[i] == '[' {
 			depth++
 		} else if s[i] == ']' {
@@ -246,7 +274,7 @@ func parseLink(s string) (label, href string, n int, ok bool) {
 		return "", "", 0, false
 	}
 	end := strings.IndexByte(s[close+2:], ')')
-	if end < 0 {
+	if end < 0 || end > maxLinkURL {
 		return "", "", 0, false
 	}
 	href = strings.TrimSpace(s[close+2 : close+2+end])
@@ -270,14 +298,15 @@ func safeURL(href string) (string, bool) {
 }
 
 // escapeText escapes s for HTML text and attribute values. It also breaks up
-// "javascript:" so that not even the text of a message spells a script URL.
+// "javascript:" (in any case) so that not even the text of a message spells a script URL;
+// the browser shows the entity &#58; as the colon it is.
 func escapeText(s string) string {
 	e := html.EscapeString(s)
-	if !strings.Contains(strings.ToLower(e), "script:") {
+	lower := asciiLower(e)
+	if !strings.Contains(lower, "script:") {
 		return e
 	}
 	var b strings.Builder
-	lower := strings.ToLower(e)
 	last := 0
 	for i := 0; ; {
 		j := strings.Index(lower[i:], "script:")
@@ -292,4 +321,16 @@ func escapeText(s string) string {
 	}
 	b.WriteString(e[last:])
 	return b.String()
+}
+
+// asciiLower lowercases ASCII letters only, so that byte offsets stay valid in s (unlike
+// strings.ToLower, which rewrites invalid UTF-8).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

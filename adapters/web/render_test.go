@@ -1,0 +1,103 @@
+package web
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name.golden, or rewrites the file with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run go test -update to write it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s:\n got:\n%s\nwant:\n%s", name, path, got, want)
+	}
+}
+
+func TestRenderMessageGolden(t *testing.T) {
+	xss := `<script>alert(1)</script><img src=x onerror=alert(1)>`
+	tests := []struct {
+		name string
+		msg  bot.Message
+	}{
+		{"status", bot.Message{
+			Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue 12",
+			Plan: []bot.PlanLine{
+				{Text: "List the issues", Status: "done"},
+				{Text: "Read each one", Status: "in_progress"},
+				{Text: "Write the summary", Status: "pending"},
+				{Text: "Fetch the wiki", Status: "failed"},
+			},
+			Footer:  "Step 3 · 12s · 1200 tokens · $0.0040",
+			Buttons: []bot.Button{{ID: "act-cancel-1", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
+		}},
+		{"approval", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve shell?", Text: "The run wants to call shell. Approve to run it once with exactly these arguments.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"command\": \"rm -rf build && echo '<done>'\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Why", Value: "deletes files"},
+			},
+			Buttons: []bot.Button{
+				{ID: "act-approve-1", Label: "Approve", Style: bot.StylePrimary},
+				{ID: "act-reject-1", Label: "Reject", Style: bot.StyleDanger},
+			},
+			Footer: "Requested by ann's run",
+		}},
+		{"approval_decided", bot.Message{
+			Kind: bot.KindApproval, Title: "shell: approved", Text: "Approved by bob at 2026-01-02 15:04 UTC.",
+			Fields: []bot.Field{{Name: "Arguments", Value: `{"command":"make"}`, Code: true}, {Name: "Risk", Value: "confirm"}},
+			Footer: "Requested by ann's run",
+		}},
+		{"answer", bot.Message{
+			Kind: bot.KindAnswer,
+			Text: "## Summary\n\nThere are **3** open issues:\n\n1. `#12` crash on start\n2. slow _search_\n3. see [the tracker](https://example.com/issues?state=open)\n\n```\ngo test ./...\n```",
+		}},
+		{"failure", bot.Message{
+			Kind: bot.KindFailure, Title: "Run failed",
+			Text: "3 tool calls failed in a row.\n\nDone: listed the issues.\nNot done: the summary.",
+		}},
+		{"question", bot.Message{
+			Kind: bot.KindQuestion, Title: "The run needs you", Text: "The same call failed 3 times. Continue?",
+			Footer:  "Reply in this thread with instructions, or choose:",
+			Buttons: []bot.Button{{ID: "act-continue", Label: "Continue", Style: bot.StylePrimary}, {ID: "act-stop", Label: "Stop", Style: bot.StyleDanger}},
+		}},
+		{"notice", bot.Message{Kind: bot.KindNotice, Text: "Queued bob's request; it starts when the current run in this thread ends (1 waiting)."}},
+		{"unknown_kind", bot.Message{Kind: "\"><script>", Text: "shown as a notice"}},
+		{"hostile", bot.Message{
+			Kind: bot.KindApproval, Title: xss, Text: xss + "\n\n[x](javascript:alert(1))",
+			Plan:    []bot.PlanLine{{Text: xss, Status: `done" onclick="alert(1)`}},
+			Fields:  []bot.Field{{Name: xss, Value: xss, Code: true}, {Name: "v", Value: `" onmouseover="alert(1)`}},
+			Buttons: []bot.Button{{ID: `x" onclick="alert(1)`, Label: xss, Style: `primary" onclick="x`, Confirm: `"><script>alert(1)</script>`}},
+			Footer:  xss,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := renderMessage(tt.msg)
+			checkSafeHTML(t, got)
+			golden(t, tt.name, got)
+		})
+	}
+	t.Run("user", func(t *testing.T) {
+		got := renderUserMessage("ann <admin>", "please <b>fix</b> it\njavascript:alert(1)")
+		checkSafeHTML(t, got)
+		golden(t, "user", got)
+	})
+}
