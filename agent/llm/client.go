@@ -1,0 +1,308 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+var _ agent.Model = (*Client)(nil)
+
+// Client is an agent.Model over an OpenAI-compatible endpoint. It is safe for concurrent
+// use.
+type Client struct {
+	api        *openai.Client
+	model      string
+	stream     bool
+	maxRetries int
+	timeout    time.Duration
+	price      Price
+	apiKey     string
+	// temperature is sent when set.
+	temperature *float32
+	// completionTokens sends the token cap as max_completion_tokens rather than max_tokens.
+	completionTokens bool
+
+	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
+	// jitter picks the actual wait in [d/2, d] for a backoff of d.
+	jitter func(d time.Duration) time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client, *options)
+
+type options struct {
+	httpClient *http.Client
+}
+
+// WithHTTPClient sets the HTTP client; its transport, or http.DefaultTransport when it has
+// none, carries the requests. The client is copied, not modified.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(_ *Client, o *options) { o.httpClient = hc }
+}
+
+// WithSleep sets how the client waits between attempts. sleep must return early with an
+// error when ctx ends. Tests use it to record the waits instead of waiting.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *Client, _ *options) { c.sleep = sleep }
+}
+
+// WithClock sets the clock that Retry-After dates are measured against.
+func WithClock(now func() time.Time) Option {
+	return func(c *Client, _ *options) { c.now = now }
+}
+
+// New builds a Client for cfg.
+func New(cfg Config, opts ...Option) (*Client, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("new llm client: %w", err)
+	}
+	c := &Client{
+		model:       cfg.Model,
+		stream:      cfg.Stream,
+		maxRetries:  cfg.MaxRetries,
+		timeout:     time.Duration(cfg.Timeout),
+		price:       cfg.Price,
+		apiKey:      cfg.APIKey,
+		temperature: cfg.Temperature,
+		sleep:       sleepCtx,
+		now:         time.Now,
+		jitter:      halfJitter,
+	}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
+	var o options
+	for _, opt := range opts {
+		opt(c, &o)
+	}
+
+	var oc openai.ClientConfig
+	if cfg.Azure {
+		oc = openai.DefaultAzureConfig(cfg.APIKey, cfg.BaseURL)
+		if cfg.APIVersion != "" {
+			oc.APIVersion = cfg.APIVersion
+		}
+		// The configured model is the deployment's name; go-openai's default mapper would
+		// strip characters from it.
+		oc.AzureModelMapperFunc = func(model string) string { return model }
+	} else {
+		oc = openai.DefaultConfig(cfg.APIKey)
+		if cfg.BaseURL != "" {
+			oc.BaseURL = cfg.BaseURL
+		}
+	}
+	hc := &http.Client{}
+	if o.httpClient != nil {
+		copied := *o.httpClient
+		hc = &copied
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &headerTap{base: base}
+	oc.HTTPClient = hc
+	c.api = openai.NewClientWithConfig(oc)
+	c.completionTokens = officialOpenAI(cfg)
+	return c, nil
+}
+
+// officialOpenAI reports whether cfg points at OpenAI's or Azure's own service. Their
+// reasoning models refuse max_tokens and take max_completion_tokens, which many other
+// OpenAI-compatible servers do not know yet.
+func officialOpenAI(cfg Config) bool {
+	if cfg.Azure || cfg.BaseURL == "" {
+		return true
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	return err == nil && u.Hostname() == "api.openai.com"
+}
+
+// Complete consults the model once, retrying failures that are worth another attempt.
+func (c *Client) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	creq, err := c.request(req)
+	if err != nil {
+		return agent.Reply{}, fmt.Errorf("complete: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		reply, err := c.attempt(ctx, creq)
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return agent.Reply{}, fmt.Errorf("complete: %w", c.redact(err))
+		}
+		f := c.classify(err)
+		wait, retry := c.nextWait(ctx, f, attempt)
+		if !retry {
+			return agent.Reply{}, c.final(f, attempt)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			return agent.Reply{}, fmt.Errorf("complete: wait %s to retry after %v: %w", wait, f.err, err)
+		}
+	}
+}
+
+// attempt makes one request. The header tap notes the response's status and retry headers
+// in the attempt's record.
+func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, attemptTimeout(c.timeout))
+		defer cancel()
+	}
+	rec := &responseRecord{}
+	ctx = context.WithValue(ctx, responseKey{}, rec)
+	var (
+		reply agent.Reply
+		err   error
+	)
+	if c.stream {
+		reply, err = c.completeStream(ctx, creq)
+	} else {
+		reply, err = c.completeOnce(ctx, creq)
+	}
+	if err == nil {
+		return reply, nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errAttemptTimeout) && !errors.Is(err, errAttemptTimeout) {
+		// Some errors of a cancelled request do not carry the context's cause.
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	return agent.Reply{}, &attemptError{err: err, resp: rec.get()}
+}
+
+func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
+	resp, err := c.api.CreateChatCompletion(ctx, creq)
+	if err != nil {
+		return agent.Reply{}, err
+	}
+	if len(resp.Choices) == 0 {
+		return agent.Reply{}, errNoChoices
+	}
+	ch := resp.Choices[0]
+	msg := agent.Message{Role: agent.RoleAssistant, Content: ch.Message.Content}
+	if msg.Content == "" {
+		// A refusal is the model's answer in words; the run should show it.
+		msg.Content = ch.Message.Refusal
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return agent.Reply{Message: msg, Usage: c.usage(&resp.Usage), FinishReason: string(ch.FinishReason)}, nil
+}
+
+func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
+	creq.Stream = true
+	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	stream, err := c.api.CreateChatCompletionStream(ctx, creq)
+	if err != nil {
+		return agent.Reply{}, err
+	}
+	defer stream.Close()
+	var acc accumulator
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
+		}
+		acc.add(chunk)
+	}
+	reply, err := acc.reply()
+	if err != nil {
+		return agent.Reply{}, err
+	}
+	reply.Usage = c.usage(acc.usage)
+	return reply, nil
+}
+
+// usage converts the endpoint's usage and prices it. An endpoint that reports none still
+// counts one call.
+func (c *Client) usage(u *openai.Usage) agent.Usage {
+	out := agent.Usage{Calls: 1}
+	if u != nil {
+		out.PromptTokens = u.PromptTokens
+		out.CompletionTokens = u.CompletionTokens
+		if u.PromptTokensDetails != nil {
+			out.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
+	}
+	out.Cost = c.price.Cost(out)
+	return out
+}
+
+// defaultParameters is the schema sent for a tool that declares none: some servers refuse a
+// function without parameters.
+var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// request translates an agent.Request into go-openai's.
+func (c *Client) request(req agent.Request) (openai.ChatCompletionRequest, error) {
+	creq := openai.ChatCompletionRequest{Model: c.model}
+	for _, m := range req.Messages {
+		om := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
+		switch m.Role {
+		case agent.RoleAssistant:
+			for _, tc := range m.ToolCalls {
+				om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
+					ID:       tc.ID,
+					Type:     openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments},
+				})
+			}
+		case agent.RoleTool:
+			// The tool's name stays out: OpenAI links a result to its call by ID alone.
+			om.ToolCallID = m.ToolCallID
+		}
+		creq.Messages = append(creq.Messages, om)
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = defaultParameters
+		} else if !json.Valid(params) {
+			return creq, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		creq.Tools = append(creq.Tools, openai.Tool{
+			Type:     openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	if req.JSON {
+		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+	}
+	if req.MaxTokens > 0 {
+		if c.completionTokens {
+			creq.MaxCompletionTokens = req.MaxTokens
+		} else {
+			//lint:ignore SA1019 other servers than OpenAI's still widely know only max_tokens.
+			creq.MaxTokens = req.MaxTokens
+		}
+	}
+	if c.temperature != nil {
+		creq.Temperature = *c.temperature
+		if creq.Temperature == 0 {
+			// go-openai omits a zero temperature; the smallest positive float is how its
+			// documentation says to ask for zero.
+			creq.Temperature = math.SmallestNonzeroFloat32
+		}
+	}
+	return creq, nil
+}
