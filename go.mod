@@ -22,7 +22,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/sashabaranov/go-openai v1.43.0 // indirect
+	github.com/sashabaranov/go-openai v1.43.0
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/slack-go/slack v0.35.0 // indirect
