@@ -40,27 +40,30 @@ type Client struct {
 }
 
 // Option configures a Client.
-type Option func(*Client, *options)
+type Option struct{ apply func(*settings) }
 
-type options struct {
+// settings are what the options set.
+type settings struct {
 	httpClient *http.Client
+	sleep      func(ctx context.Context, d time.Duration) error
+	now        func() time.Time
 }
 
 // WithHTTPClient sets the HTTP client; its transport, or http.DefaultTransport when it has
 // none, carries the requests. The client is copied, not modified.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(_ *Client, o *options) { o.httpClient = hc }
+	return Option{func(s *settings) { s.httpClient = hc }}
 }
 
 // WithSleep sets how the client waits between attempts. sleep must return early with an
 // error when ctx ends. Tests use it to record the waits instead of waiting.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
-	return func(c *Client, _ *options) { c.sleep = sleep }
+	return Option{func(s *settings) { s.sleep = sleep }}
 }
 
 // WithClock sets the clock that Retry-After dates are measured against.
 func WithClock(now func() time.Time) Option {
-	return func(c *Client, _ *options) { c.now = now }
+	return Option{func(s *settings) { s.now = now }}
 }
 
 // New builds a Client for cfg.
@@ -76,8 +79,6 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		price:       cfg.Price,
 		apiKey:      cfg.APIKey,
 		temperature: cfg.Temperature,
-		sleep:       sleepCtx,
-		now:         time.Now,
 		jitter:      halfJitter,
 	}
 	switch {
@@ -86,10 +87,13 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	case c.maxRetries < 0:
 		c.maxRetries = 0
 	}
-	var o options
+	o := settings{sleep: sleepCtx, now: time.Now}
 	for _, opt := range opts {
-		opt(c, &o)
+		if opt.apply != nil {
+			opt.apply(&o)
+		}
 	}
+	c.sleep, c.now = o.sleep, o.now
 
 	var oc openai.ClientConfig
 	if cfg.Azure {
