@@ -129,6 +129,9 @@ func (b *Bot) Start(ctx context.Context) error {
 	if b.started || b.stopped {
 		return errors.New("start bot: already started")
 	}
+	if err := b.refreshCards(ctx); err != nil {
+		return fmt.Errorf("start bot: %w", err)
+	}
 	b.started = true
 	base := context.WithoutCancel(ctx)
 	loopCtx, stopLoops := context.WithCancelCause(base)
@@ -182,6 +185,36 @@ func (b *Bot) Stop(ctx context.Context) error {
 	}
 	b.stopOutbox(errShutdown)
 	return err
+}
+
+// refreshCards queues an edit of the status card of every run that is not over and of the
+// card of every pending approval. The cards are rendered from the store, so they show the
+// state the new process starts from, and a platform that lost its view of a thread while
+// loopbot was down (the web console keeps its threads in memory) gets it back with working
+// buttons. Editing a card that is already up to date changes nothing a person sees.
+func (b *Bot) refreshCards(ctx context.Context) error {
+	return b.store.Update(ctx, func(tx Tx) error {
+		runs, err := tx.Runs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput}})
+		if err != nil {
+			return err
+		}
+		now := b.stamp()
+		for _, rec := range runs {
+			if err := b.putOutbox(tx, rec.Thread, now, OutboxItem{Key: "card/" + rec.ID, Kind: OutboxCard, RunID: rec.ID}); err != nil {
+				return err
+			}
+		}
+		pending, err := tx.Approvals("")
+		if err != nil {
+			return err
+		}
+		for _, ap := range pending {
+			if err := b.putOutbox(tx, ap.Thread, now, OutboxItem{Key: "approval/" + ap.ID, Kind: OutboxApprovalCard, RunID: ap.RunID, ApprovalID: ap.ID}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // poke nudges a background loop without blocking.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
+	"github.com/loopbot/loopbot/bot"
 )
 
 // Duration is a time.Duration written as a string ("90s", "30m") in the config file.
@@ -36,14 +37,53 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // Config is the config file. Every key is documented in config.example.toml, which a test
 // keeps in step with this struct.
 type Config struct {
-	Store StoreConfig `toml:"store"`
-	Log   LogConfig   `toml:"log"`
-	Admin AdminConfig `toml:"admin"`
-	LLM   LLMConfig   `toml:"llm"`
-	Agent AgentConfig `toml:"agent"`
-	Tools ToolsConfig `toml:"tools"`
+	Store   StoreConfig   `toml:"store"`
+	Log     LogConfig     `toml:"log"`
+	Admin   AdminConfig   `toml:"admin"`
+	LLM     LLMConfig     `toml:"llm"`
+	Agent   AgentConfig   `toml:"agent"`
+	Bot     bot.Config    `toml:"bot"`
+	Web     WebConfig     `toml:"web"`
+	Slack   SlackConfig   `toml:"slack"`
+	Discord DiscordConfig `toml:"discord"`
+	Tools   ToolsConfig   `toml:"tools"`
 	// MCP lists the MCP servers ([[mcp.servers]]) whose tools the model may use.
 	MCP tools.MCPConfig `toml:"mcp"`
+}
+
+// WebConfig is the [web] section: the local console.
+type WebConfig struct {
+	// Enabled serves the console even when a chat platform is configured. With no platform
+	// configured it is always served.
+	Enabled bool   `toml:"enabled"`
+	Addr    string `toml:"addr"`
+	// Token protects the console; it is required when Addr is not a loopback address.
+	Token string `toml:"token"`
+}
+
+// SlackConfig is the [slack] section. Slack is on when a bot token is set (file or
+// SLACK_BOT_TOKEN).
+type SlackConfig struct {
+	Mode            string   `toml:"mode"`
+	BotToken        string   `toml:"bot_token"`
+	AppToken        string   `toml:"app_token"`
+	SigningSecret   string   `toml:"signing_secret"`
+	APIURL          string   `toml:"api_url"`
+	ListenAddr      string   `toml:"listen_addr"`
+	AllowedChannels []string `toml:"allowed_channels"`
+}
+
+// DiscordConfig is the [discord] section. Discord is on when a bot token is set (file or
+// DISCORD_BOT_TOKEN).
+type DiscordConfig struct {
+	Mode           string   `toml:"mode"`
+	Token          string   `toml:"token"`
+	ApplicationID  string   `toml:"application_id"`
+	GuildIDs       []string `toml:"guild_ids"`
+	PublicKey      string   `toml:"public_key"`
+	APIURL         string   `toml:"api_url"`
+	ListenAddr     string   `toml:"listen_addr"`
+	MessageContent bool     `toml:"message_content"`
 }
 
 // ToolsConfig is the [tools] section: the built-in tools.
@@ -135,6 +175,7 @@ func DefaultConfig() Config {
 		Store: StoreConfig{Path: "loopbot.db", LockTimeout: Duration(time.Second)},
 		Log:   LogConfig{Level: "info", Format: "text"},
 		Admin: AdminConfig{Addr: "127.0.0.1:9090"},
+		Web:   WebConfig{Addr: "127.0.0.1:8080"},
 		LLM:   LLMConfig{Model: "gpt-4o-mini", MaxRetries: 4, Timeout: Duration(2 * time.Minute)},
 		Tools: ToolsConfig{
 			Workspace: "loopbot-workspaces",
@@ -196,6 +237,10 @@ func decodeConfig(path string, data []byte, cfg *Config) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// modelConfigured reports whether a real model endpoint is configured. Without one loopbot
+// runs in demo mode with a scripted model.
+func (c Config) modelConfigured() bool { return c.LLM.APIKey != "" || c.LLM.BaseURL != "" }
+
 // applyEnv lets the environment override secrets of the file. Flags override both, later.
 func (c *Config) applyEnv(getenv func(string) string) {
 	if v := getenv("OPENAI_API_KEY"); v != "" {
@@ -203,6 +248,18 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	}
 	if v := getenv("OPENAI_BASE_URL"); v != "" {
 		c.LLM.BaseURL = v
+	}
+	for env, dst := range map[string]*string{
+		"LOOPBOT_WEB_TOKEN":    &c.Web.Token,
+		"SLACK_BOT_TOKEN":      &c.Slack.BotToken,
+		"SLACK_APP_TOKEN":      &c.Slack.AppToken,
+		"SLACK_SIGNING_SECRET": &c.Slack.SigningSecret,
+		"DISCORD_BOT_TOKEN":    &c.Discord.Token,
+		"DISCORD_PUBLIC_KEY":   &c.Discord.PublicKey,
+	} {
+		if v := getenv(env); v != "" {
+			*dst = v
+		}
 	}
 }
 
@@ -222,6 +279,9 @@ func (c Config) Check() error {
 	}
 	if _, err := c.AgentConfig(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.Bot.Check(); err != nil {
+		errs = append(errs, fmt.Errorf("bot: %w", err))
 	}
 	if err := c.ToolsConfig().Validate(); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/loopbot/loopbot/adapters/discord"
+	"github.com/loopbot/loopbot/adapters/slack"
+	"github.com/loopbot/loopbot/adapters/web"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// platform is one configured chat platform: what the bot posts through, and how it receives
+// events until its context ends.
+type platform struct {
+	bot.Platform
+	run func(ctx context.Context, b *bot.Bot) error
+}
+
+// demoBanner is shown on the console in demo mode.
+const demoBanner = "DEMO MODE: no model is configured, so a scripted model plays a sample run. " +
+	"Set OPENAI_API_KEY or [llm] in the config file for a real one."
+
+// platforms builds the configured adapters. The web console is served when it is enabled or
+// when no chat platform is configured, so that loopbot with no tokens at all is usable.
+func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
+	var out []platform
+	if cfg.Slack.BotToken != "" {
+		a, err := slack.New(slack.Config{Mode: cfg.Slack.Mode, BotToken: cfg.Slack.BotToken, AppToken: cfg.Slack.AppToken,
+			SigningSecret: cfg.Slack.SigningSecret, APIURL: cfg.Slack.APIURL, ListenAddr: cfg.Slack.ListenAddr,
+			AllowedChannels: cfg.Slack.AllowedChannels}, slack.WithLogger(s.log))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, platform{Platform: a, run: func(ctx context.Context, b *bot.Bot) error { return a.Run(ctx, b) }})
+	}
+	if cfg.Discord.Token != "" {
+		a, err := discord.New(discord.Config{Mode: cfg.Discord.Mode, Token: cfg.Discord.Token, ApplicationID: cfg.Discord.ApplicationID,
+			GuildIDs: cfg.Discord.GuildIDs, PublicKey: cfg.Discord.PublicKey, APIURL: cfg.Discord.APIURL,
+			ListenAddr: cfg.Discord.ListenAddr, MessageContent: cfg.Discord.MessageContent}, discord.WithLogger(s.log))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, platform{Platform: a, run: func(ctx context.Context, b *bot.Bot) error { return a.Run(ctx, b) }})
+	}
+	if cfg.Web.Enabled || len(out) == 0 {
+		banner := ""
+		if demo {
+			banner = demoBanner
+		}
+		a, err := web.New(web.Config{Addr: cfg.Web.Addr, Token: cfg.Web.Token, Banner: banner}, web.WithLogger(s.log))
+		if err != nil {
+			return nil, fmt.Errorf("web console: %w", err)
+		}
+		ln, err := net.Listen("tcp", cfg.Web.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("web console listen: %w", err)
+		}
+		s.webAddr = ln.Addr().String()
+		s.closers = append(s.closers, func(context.Context) error { ln.Close(); return nil })
+		out = append(out, platform{Platform: a, run: func(ctx context.Context, b *bot.Bot) error { return a.Serve(ctx, ln, b) }})
+	}
+	return out, nil
+}

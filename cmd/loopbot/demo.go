@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+// Demo mode: with no model configured, loopbot plays a short, realistic run with a scripted
+// model, so the whole flow (plan, a safe tool, a call that needs approval, the answer) can be
+// seen with no credentials at all. The script reads the conversation it is sent and answers
+// the next move, so any number of demo runs, in any thread, work.
+
+// demoAgentConfig makes write_file need an approval in the demo, so the demo shows the
+// Approve and Reject buttons.
+func demoAgentConfig(c agent.Config) agent.Config {
+	floor := map[string]agent.Risk{"write_file": agent.RiskConfirm}
+	for k, v := range c.RiskFloor {
+		floor[k] = v
+	}
+	c.RiskFloor = floor
+	return c
+}
+
+// demoMove is the scripted model's next reply: text, or one tool call.
+type demoMove struct {
+	Text string
+	Call *agent.ToolCall
+}
+
+func demoPlan(statuses ...string) *agent.ToolCall {
+	steps := []string{"Look at the workspace", "Write a short report", "Tell you what I did"}
+	type item struct {
+		Step   string `json:"step"`
+		Status string `json:"status"`
+	}
+	var plan []item
+	for i, s := range steps {
+		plan = append(plan, item{s, statuses[i]})
+	}
+	b, _ := json.Marshal(map[string]any{"plan": plan})
+	return &agent.ToolCall{Name: "update_plan", Arguments: string(b)}
+}
+
+// demoNext decides the scripted model's reply from the messages it was sent.
+func demoNext(msgs []agent.Message, withTools bool) demoMove {
+	var goal string
+	var results []agent.Message
+	for _, m := range msgs {
+		switch m.Role {
+		case agent.RoleUser:
+			if goal == "" || len(results) == 0 {
+				goal = m.Content
+			}
+		case agent.RoleTool:
+			results = append(results, m)
+		}
+	}
+	if !withTools {
+		return demoMove{Text: "This demo run stopped at its budget. Nothing else is left to do."}
+	}
+	last := func(name string) (agent.Message, bool) {
+		for i := len(results) - 1; i >= 0; i-- {
+			if results[i].Name == name {
+				return results[i], true
+			}
+		}
+		return agent.Message{}, false
+	}
+	written, wroteDone := last("write_file")
+	_, listed := last("list_files")
+	switch {
+	case !listed && len(results) == 0:
+		return demoMove{Call: demoPlan("in_progress", "pending", "pending")}
+	case !listed:
+		return demoMove{Call: &agent.ToolCall{Name: "list_files", Arguments: `{"path":"."}`}}
+	case !wroteDone && !hasResult(results, "Plan updated", 2):
+		return demoMove{Call: demoPlan("done", "in_progress", "pending")}
+	case !wroteDone:
+		report := "# Demo report\n\nGoal: " + oneLine(goal, 200) + "\n\nThis file was written by loopbot's demo mode after you approved it.\n"
+		b, _ := json.Marshal(map[string]string{"path": "report.md", "content": report})
+		return demoMove{Call: &agent.ToolCall{Name: "write_file", Arguments: string(b)}}
+	case !hasResult(results, "Plan updated", 3):
+		if strings.HasPrefix(written.Content, "Error") || strings.Contains(written.Content, "rejected") {
+			return demoMove{Call: demoPlan("done", "failed", "in_progress")}
+		}
+		return demoMove{Call: demoPlan("done", "done", "in_progress")}
+	}
+	if strings.Contains(written.Content, "rejected") {
+		return demoMove{Text: "I looked at the workspace, but you rejected writing `report.md`, so I left it unchanged. " +
+			"Nothing else was done. (This is loopbot's demo mode: a scripted model played this run.)"}
+	}
+	if strings.HasPrefix(written.Content, "Error") {
+		return demoMove{Text: "I looked at the workspace, but writing `report.md` failed: " + oneLine(written.Content, 200)}
+	}
+	return demoMove{Text: "Done. I looked at the workspace and wrote **report.md** with a short report on your goal:\n\n> " +
+		oneLine(goal, 200) + "\n\n(This is loopbot's demo mode: a scripted model played this run. Configure `[llm]` or OPENAI_API_KEY for a real one.)"}
+}
+
+// hasResult reports whether at least n tool results contain s.
+func hasResult(results []agent.Message, s string, n int) bool {
+	count := 0
+	for _, m := range results {
+		if strings.Contains(m.Content, s) {
+			count++
+		}
+	}
+	return count >= n
+}
+
+// demoModel is the scripted model of demo mode.
+type demoModel struct{}
+
+var _ agent.Model = demoModel{}
+
+func (demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return agent.Reply{}, err
+	}
+	mv := demoNext(req.Messages, len(req.Tools) > 0)
+	msg := agent.Message{Role: agent.RoleAssistant, Content: mv.Text}
+	if mv.Call != nil {
+		c := *mv.Call
+		c.ID = fmt.Sprintf("demo_%d", len(req.Messages))
+		msg.ToolCalls = []agent.ToolCall{c}
+	}
+	prompt := agent.EstimateTokens(req.Messages)
+	return agent.Reply{Message: msg, Usage: agent.Usage{PromptTokens: prompt, CompletionTokens: 40, Calls: 1}, FinishReason: "stop"}, nil
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
+)
+
+// daemon is a loopbot booted through Main on a temporary directory, in demo mode, with the
+// console and the admin server on free loopback ports.
+type daemon struct {
+	t    *testing.T
+	m    *Main
+	dir  string
+	logs *bytes.Buffer
+}
+
+func startDaemon(t *testing.T, dir string) *daemon {
+	t.Helper()
+	logs := &bytes.Buffer{}
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, logs
+	m.Getenv = func(string) string { return "" }
+	args := []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", "127.0.0.1:0", "-admin", "127.0.0.1:0"}
+	if err := m.ParseFlags(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	m.Config.Tools.Workspace = filepath.Join(dir, "ws")
+	m.Config.Tools.Shell.Enabled = false
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("run: %v\n%s", err, logs)
+	}
+	d := &daemon{t: t, m: m, dir: dir, logs: logs}
+	t.Cleanup(func() { d.close() })
+	return d
+}
+
+func (d *daemon) close() {
+	if d.m == nil {
+		return
+	}
+	if err := d.m.Close(); err != nil {
+		d.t.Errorf("close: %v", err)
+	}
+	d.m = nil
+}
+
+func (d *daemon) console() string { return "http://" + d.m.srv.webAddr }
+
+// post sends a console API request as a browser page would.
+func (d *daemon) post(path string, body map[string]string) map[string]any {
+	d.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", d.console()+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Loopbot", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		d.t.Fatalf("POST %s: %s: %s", path, resp.Status, raw)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		d.t.Fatalf("POST %s: %v: %s", path, err, raw)
+	}
+	return out
+}
+
+// waitFor reads the thread's event stream until a message's HTML matches re, and returns the
+// match. The stream pushes every change, so nothing polls.
+func (d *daemon) waitFor(thread string, re *regexp.Regexp) []string {
+	d.t.Helper()
+	// A console that was just restarted learns of the thread when the bot re-sends its cards;
+	// the list of threads on the general stream says when that happened.
+	d.stream("", func(data string) bool { return strings.Contains(data, `"`+thread+`"`) })
+	var match []string
+	d.stream(thread, func(data string) bool {
+		var msg struct{ HTML string }
+		if json.Unmarshal([]byte(data), &msg) == nil {
+			match = re.FindStringSubmatch(msg.HTML)
+		}
+		return match != nil
+	})
+	return match
+}
+
+// stream reads the console's event stream (of one thread, or the general one) until done
+// says a data line is what the test waits for.
+func (d *daemon) stream(thread string, done func(data string) bool) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.console()+"/api/events?user=ann&thread="+thread, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		d.t.Fatalf("event stream of thread %q: %s: %s", thread, resp.Status, body)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok && done(line) {
+			return
+		}
+	}
+	d.t.Fatalf("the console's stream of thread %q ended before what the test waits for (%v)\nlogs:\n%s", thread, sc.Err(), d.logs)
+}
+
+var approveButton = regexp.MustCompile(`data-action="([^"]+)"[^>]*>Approve`)
+
+func uuid(n int) string { return fmt.Sprintf("req-%08d-%d", n, time.Now().UnixNano()) }
+
+// TestDemoEndToEnd boots the daemon with no credentials at all, starts a goal through the
+// console's API, approves the demo's write_file across a restart of the daemon, and checks
+// the answer, the tool's effect and the database.
+func TestDemoEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir)
+	res := d.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": "write a report on the workspace"})
+	thread := res["thread"].(string)
+	m := d.waitFor(thread, approveButton)
+	approveID := m[1]
+
+	// Restart while the approval is pending. The new process shows the pending card again.
+	d.close()
+	d = startDaemon(t, dir)
+	if m := d.waitFor(thread, approveButton); m[1] != approveID {
+		t.Fatalf("after the restart the card's button is %q, want %q", m[1], approveID)
+	}
+	res = d.post("/api/actions", map[string]string{"id": uuid(2), "user": "ann", "action": approveID, "thread": thread})
+	if n, _ := res["notice"].(string); n != "" {
+		t.Fatalf("approving after the restart was refused: %q", n)
+	}
+	// A second click changes nothing and says why.
+	res = d.post("/api/actions", map[string]string{"id": uuid(3), "user": "ann", "action": approveID, "thread": thread})
+	if n, _ := res["notice"].(string); !strings.Contains(n, "Already approved") {
+		t.Errorf("second click notice = %q", n)
+	}
+	d.waitFor(thread, regexp.MustCompile(`report\.md`))
+	d.close()
+
+	db, err := store.Open(filepath.Join(dir, "loopbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var runs []*bot.RunRecord
+	if err := db.View(context.Background(), func(tx bot.Tx) error {
+		var err error
+		runs, err = tx.Runs(bot.RunFilter{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Status != agent.StatusCompleted {
+		t.Fatalf("runs = %+v", runs)
+	}
+	writes := 0
+	for _, c := range runs[0].State.Calls {
+		if c.Name == "write_file" && c.Attempts > 0 {
+			writes += c.Attempts
+		}
+	}
+	if writes != 1 {
+		t.Errorf("write_file ran %d times, want exactly once", writes)
+	}
+	if err := db.Check(context.Background()); err != nil {
+		t.Errorf("database check: %v", err)
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+)
+
+// modelSet holds the models of the three roles (DESIGN.md, "Model roles").
+type modelSet struct {
+	executor, summarizer, sanity agent.Model
+	// demo is set when no model is configured and the scripted demo model plays instead.
+	demo bool
+}
+
+// models builds the executor, summarizer and sanity models, each metered, or the demo model
+// when no endpoint is configured.
+func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet, error) {
+	if !cfg.modelConfigured() {
+		return modelSet{executor: meteredModel{Model: demoModel{}, role: "executor", m: met}, demo: true}, nil
+	}
+	exec, err := newModel(cfg, cfg.LLM.Model, cfg.LLM.Price)
+	if err != nil {
+		return modelSet{}, err
+	}
+	set := modelSet{executor: meteredModel{Model: exec, role: "executor", m: met}}
+	for _, role := range []struct {
+		name string
+		rc   RoleConfig
+		dst  *agent.Model
+	}{{"summarizer", cfg.LLM.Summarizer, &set.summarizer}, {"sanity", cfg.LLM.Sanity, &set.sanity}} {
+		m := agent.Model(exec)
+		if role.rc.Model != "" {
+			if m, err = newModel(cfg, role.rc.Model, role.rc.Price); err != nil {
+				return modelSet{}, err
+			}
+		}
+		*role.dst = meteredModel{Model: m, role: role.name, m: met}
+	}
+	return set, nil
+}
+
+func newModel(cfg Config, model string, price PriceConfig) (*llm.Client, error) {
+	c, err := llm.New(llm.Config{
+		BaseURL:    cfg.LLM.BaseURL,
+		APIKey:     cfg.LLM.APIKey,
+		Model:      model,
+		Azure:      cfg.LLM.Azure,
+		APIVersion: cfg.LLM.APIVersion,
+		MaxRetries: cfg.LLM.MaxRetries,
+		Stream:     cfg.LLM.Stream,
+		Timeout:    llm.Duration(cfg.LLM.Timeout),
+		Price: llm.Price{PromptPerMillion: price.PromptPerMillion, CompletionPerMillion: price.CompletionPerMillion,
+			CachedPerMillion: price.CachedPerMillion},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", model, err)
+	}
+	return c, nil
+}
+
+// pingModel asks the configured executor for one word, which proves the endpoint, the key
+// and the model name.
+func pingModel(ctx context.Context, cfg Config) error {
+	c, err := newModel(cfg, cfg.LLM.Model, cfg.LLM.Price)
+	if err != nil {
+		return err
+	}
+	_, err = c.Complete(ctx, agent.Request{MaxTokens: 5, Messages: []agent.Message{{Role: agent.RoleUser, Content: "Reply with the word ok."}}})
+	return err
+}

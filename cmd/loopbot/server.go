@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/tools"
+	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
+)
+
+// server is the running daemon: the database, the tools, the bot, the platforms and the admin
+// endpoint, started in that order and closed in the reverse.
+type server struct {
+	log     *slog.Logger
+	db      *store.DB
+	tools   *tools.Set
+	bot     *bot.Bot
+	closers []func(context.Context) error
+
+	// stopAdapters ends the contexts the platform adapters run under.
+	stopAdapters context.CancelFunc
+	adapters     sync.WaitGroup
+
+	adminAddr string
+	webAddr   string
+}
+
+func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, err error) {
+	s := &server{log: log}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = s.close(cctx)
+		}
+	}()
+
+	s.db, err = store.Open(cfg.Store.Path, store.WithLockTimeout(time.Duration(cfg.Store.LockTimeout)))
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func(context.Context) error { return s.db.Close() })
+	met := newMetrics()
+	met.watchRuns(s.db)
+
+	models, err := s.models(ctx, cfg, met)
+	if err != nil {
+		return nil, err
+	}
+	s.tools, err = tools.Build(ctx, cfg.ToolsConfig(), log)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func(context.Context) error { return s.tools.Close() })
+
+	acfg, err := cfg.AgentConfig()
+	if err != nil {
+		return nil, err
+	}
+	if models.demo {
+		acfg = demoAgentConfig(acfg)
+	}
+	opts := []agent.Option{agent.WithLogger(log)}
+	if models.summarizer != nil {
+		opts = append(opts, agent.WithSummarizer(models.summarizer))
+	}
+	if models.sanity != nil {
+		opts = append(opts, agent.WithSanity(models.sanity))
+	}
+	ag, err := agent.New(acfg, models.executor, met.tools(s.tools.Tools()), opts...)
+	if err != nil {
+		return nil, err
+	}
+
+	adapters, err := s.platforms(cfg, models.demo)
+	if err != nil {
+		return nil, err
+	}
+	platforms := make([]bot.Platform, len(adapters))
+	for i, a := range adapters {
+		platforms[i] = meteredPlatform{Platform: a.Platform, m: met}
+	}
+	bcfg := cfg.Bot
+	bcfg.Redact = append(bcfg.Redact, secretValues(cfg)...)
+	s.bot, err = bot.New(bcfg, s.db, ag, platforms, bot.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bot.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.bot.Stop)
+
+	if err := s.serveAdmin(cfg.Admin.Addr, met); err != nil {
+		return nil, err
+	}
+
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopAdapters = cancel
+	for _, a := range adapters {
+		s.adapters.Go(func() {
+			if err := a.run(actx, s.bot); err != nil && actx.Err() == nil {
+				log.Error("platform adapter stopped", "platform", a.Name(), "err", err)
+			}
+		})
+	}
+	log.Info("loopbot is up", "database", cfg.Store.Path, "admin", s.adminAddr, "console", s.webAddr, "platforms", len(adapters))
+	if models.demo {
+		log.Warn("DEMO MODE: no model is configured ([llm] or OPENAI_API_KEY), so a scripted model plays a sample run")
+	}
+	return s, nil
+}
+
+// close stops taking events first, then lets the bot checkpoint its runs, then closes the
+// rest.
+func (s *server) close(ctx context.Context) error {
+	if s.stopAdapters != nil {
+		s.stopAdapters()
+		s.adapters.Wait()
+	}
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// serveAdmin serves /healthz and /metrics.
+func (s *server) serveAdmin(addr string, met *metrics) error {
+	if addr == "" || addr == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("admin listen: %w", err)
+	}
+	s.adminAddr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.db.View(ctx, func(bot.Tx) error { return nil }); err != nil {
+			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(met.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server stopped", "err", err)
+		}
+	}()
+	s.closers = append(s.closers, srv.Shutdown)
+	return nil
+}
+
+// secretValues are the configured secrets, redacted from everything the bot posts.
+func secretValues(cfg Config) []string {
+	var out []string
+	for _, v := range []string{cfg.LLM.APIKey, cfg.Web.Token, cfg.Slack.BotToken, cfg.Slack.AppToken, cfg.Slack.SigningSecret,
+		cfg.Discord.Token, cfg.Discord.PublicKey} {
+		if len(v) >= 8 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
