@@ -213,8 +213,9 @@ func TestBudgets(t *testing.T) {
 		wantErr   string
 	}{
 		{"steps", agent.Config{MaxSteps: 4, StuckThreshold: 100}, 0, agent.Usage{}, true, "step budget"},
-		{"tokens", agent.Config{MaxTokens: 1000, StuckThreshold: 100}, 0, agent.Usage{PromptTokens: 300}, true, "token budget"},
-		{"cost", agent.Config{MaxCost: 1, StuckThreshold: 100}, 0, agent.Usage{Cost: 0.3}, true, "cost budget"},
+		{"tokens", agent.Config{MaxTokens: 1000, StuckThreshold: 100}, 0, agent.Usage{PromptTokens: 300, CompletionTokens: 1}, true, "token budget"},
+		// At a dollar per million tokens, 300k tokens a step cost $0.30.
+		{"cost", agent.Config{MaxCost: 1, StuckThreshold: 100}, 0, agent.Usage{PromptTokens: 300_000}, true, "cost budget"},
 		{"wall time", agent.Config{MaxWall: time.Minute, StuckThreshold: 100}, 25 * time.Second, agent.Usage{}, true, "wall-time budget"},
 	}
 	for _, tt := range tests {
@@ -525,6 +526,32 @@ func TestModelFailurePausesRun(t *testing.T) {
 	r.wantStatus(agent.StatusAwaitingInput)
 	if r.st.Pause.Kind != agent.PauseModelError || r.st.Step != 0 {
 		t.Fatalf("pause = %+v step %d", r.st.Pause, r.st.Step)
+	}
+	if err := r.st.Respond("", "U1"); err != nil {
+		t.Fatal(err)
+	}
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+}
+
+func TestModelRateLimitThenSuccess(t *testing.T) {
+	llm := newLLMWith(t, llmConfig(2), step{status: 429, retryAfter: 2 * time.Second}, text("done after the wait"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, nil), "x")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if len(llm.sleeps) != 1 || llm.sleeps[0] != 2*time.Second {
+		t.Errorf("waits = %v, want the 2s the endpoint asked for", llm.sleeps)
+	}
+}
+
+func TestModelRateLimitOutlastsRetriesPausesRun(t *testing.T) {
+	limited := step{status: 429, retryAfter: time.Second}
+	llm := newLLMWith(t, llmConfig(1), limited, limited, text("back"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, nil), "x")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingInput)
+	if r.st.Pause.Kind != agent.PauseModelError || !strings.Contains(r.st.Pause.Reason, "rate limited") {
+		t.Fatalf("pause = %+v", r.st.Pause)
 	}
 	if err := r.st.Respond("", "U1"); err != nil {
 		t.Fatal(err)

@@ -50,3 +50,11 @@ func BenchmarkStep(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/step")
 }
+
+// modelFunc is an in-process model: the benchmark measures the loop's own cost, so its model
+// answers at once, without HTTP.
+type modelFunc func(ctx context.Context, req agent.Request) (agent.Reply, error)
+
+func (f modelFunc) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	return f(ctx, req)
+}

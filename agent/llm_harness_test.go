@@ -6,16 +6,20 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 )
 
 // step is one scripted model reply.
 type step struct {
 	text   string
 	calls  []agent.ToolCall
-	status int // an HTTP error status instead of a reply
-	usage  agent.Usage
+	status     int // an HTTP error status instead of a reply
+	retryAfter time.Duration
+	usage      agent.Usage
 }
 
 func text(s string) step                   { return step{text: s} }
@@ -36,18 +40,34 @@ type scriptedLLM struct {
 	script []step
 	extra  int
 	reqs   []agent.Request
+	sleeps []time.Duration
 }
 
 func newLLM(t *testing.T, script ...step) *scriptedLLM {
-	l := &scriptedLLM{t: t, script: script}
-	l.model = modelFunc(l.complete)
-	return l
+	return newLLMWith(t, llm.Config{MaxRetries: -1}, script...)
 }
 
-type modelFunc func(ctx context.Context, req agent.Request) (agent.Reply, error)
-
-func (f modelFunc) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	return f(ctx, req)
+// newLLMWith serves the script from an llmtest server and consults it through the real
+// go-openai client of package llm, so every test of the loop goes over the wire. Prices of
+// one dollar per million tokens make costs follow tokens.
+func newLLMWith(t *testing.T, cfg llm.Config, script ...step) *scriptedLLM {
+	t.Helper()
+	l := &scriptedLLM{t: t, script: script}
+	srv := llmtest.NewTest(t)
+	srv.SetFallback(llmtest.Func(l.serve))
+	cfg.BaseURL, cfg.Model = srv.URL(), "test-model"
+	cfg.Price = llm.Price{PromptPerMillion: 1, CompletionPerMillion: 1}
+	client, err := llm.New(cfg, llm.WithSleep(func(ctx context.Context, d time.Duration) error {
+		l.mu.Lock()
+		l.sleeps = append(l.sleeps, d)
+		l.mu.Unlock()
+		return ctx.Err()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.model = client
+	return l
 }
 
 func (l *scriptedLLM) next(req agent.Request) step {
@@ -70,17 +90,37 @@ func (l *scriptedLLM) next(req agent.Request) step {
 	return failure(500)
 }
 
-func (l *scriptedLLM) complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+// serve answers one request the server received with the next step of the script.
+func (l *scriptedLLM) serve(r llmtest.Request) llmtest.Step {
+	req := agent.Request{JSON: r.ResponseFormat == "json_object"}
+	for _, m := range r.Messages {
+		msg := agent.Message{Role: agent.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for _, tool := range r.Tools {
+		req.Tools = append(req.Tools, agent.ToolSpec{Name: tool.Name, Description: tool.Description, Parameters: tool.Parameters})
+	}
 	s := l.next(req)
-	if s.status != 0 {
-		return agent.Reply{}, fmt.Errorf("status %d", s.status)
+	var out llmtest.Step
+	switch {
+	case s.status != 0:
+		return llmtest.Status(s.status, s.retryAfter)
+	case len(s.calls) > 0:
+		var calls []llmtest.ToolCall
+		for i, c := range s.calls {
+			calls = append(calls, llmtest.ToolCall{ID: fmt.Sprintf("call_%d_%d", len(l.requests()), i), Name: c.Name, Arguments: c.Arguments})
+		}
+		out = llmtest.ToolCalls(calls...)
+	default:
+		out = llmtest.Text(s.text)
 	}
-	msg := agent.Message{Role: agent.RoleAssistant, Content: s.text}
-	for i, c := range s.calls {
-		c.ID = fmt.Sprintf("call_%d_%d", len(l.reqs), i)
-		msg.ToolCalls = append(msg.ToolCalls, c)
+	if s.usage != (agent.Usage{}) {
+		out = out.WithUsage(llmtest.Usage{PromptTokens: s.usage.PromptTokens, CompletionTokens: s.usage.CompletionTokens})
 	}
-	return agent.Reply{Message: msg, Usage: s.usage}, nil
+	return out
 }
 
 func (l *scriptedLLM) requests() []agent.Request {
@@ -120,3 +160,5 @@ func (l *scriptedLLM) toolNames(i int) []string {
 	}
 	return names
 }
+
+func llmConfig(retries int) llm.Config { return llm.Config{MaxRetries: retries} }
