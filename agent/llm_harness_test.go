@@ -15,8 +15,8 @@ import (
 
 // step is one scripted model reply.
 type step struct {
-	text   string
-	calls  []agent.ToolCall
+	text       string
+	calls      []agent.ToolCall
 	status     int // an HTTP error status instead of a reply
 	retryAfter time.Duration
 	usage      agent.Usage
