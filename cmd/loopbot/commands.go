@@ -14,6 +14,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/loopbot/loopbot/adapters/discord"
+	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
@@ -82,6 +83,11 @@ func (m *Main) check(ctx context.Context) error {
 	fmt.Fprintln(tw, "  update_plan\tsafe\tloop\tkeep the checklist shown as progress")
 	fmt.Fprintln(tw, "  ask_user\tsafe\tloop\task the person a question and wait")
 	floors := map[string]string{}
+	if !cfg.modelConfigured() {
+		for tool, r := range demoAgentConfig(agent.Config{}).RiskFloor {
+			floors[tool] = r.String() + " in demo mode"
+		}
+	}
 	for tool, r := range cfg.Agent.Risk {
 		floors[tool] = r
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	Tools   ToolsConfig   `toml:"tools"`
 	// MCP lists the MCP servers ([[mcp.servers]]) whose tools the model may use.
 	MCP tools.MCPConfig `toml:"mcp"`
+
+	// demoPace is how long the demo model thinks before each reply; not in the file.
+	demoPace time.Duration
 }
 
 // WebConfig is the [web] section: the local console.
@@ -172,11 +175,12 @@ type AgentConfig struct {
 // DefaultConfig is the configuration with no file at all.
 func DefaultConfig() Config {
 	return Config{
-		Store: StoreConfig{Path: "loopbot.db", LockTimeout: Duration(time.Second)},
-		Log:   LogConfig{Level: "info", Format: "text"},
-		Admin: AdminConfig{Addr: "127.0.0.1:9090"},
-		Web:   WebConfig{Addr: "127.0.0.1:8080"},
-		LLM:   LLMConfig{Model: "gpt-4o-mini", MaxRetries: 4, Timeout: Duration(2 * time.Minute)},
+		Store:    StoreConfig{Path: "loopbot.db", LockTimeout: Duration(time.Second)},
+		Log:      LogConfig{Level: "info", Format: "text"},
+		Admin:    AdminConfig{Addr: "127.0.0.1:9090"},
+		Web:      WebConfig{Addr: "127.0.0.1:8080"},
+		demoPace: 800 * time.Millisecond,
+		LLM:      LLMConfig{Model: "gpt-4o-mini", MaxRetries: 4, Timeout: Duration(2 * time.Minute)},
 		Tools: ToolsConfig{
 			Workspace: "loopbot-workspaces",
 			HTTPFetch: tools.HTTPFetchConfig{Enabled: true},

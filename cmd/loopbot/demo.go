@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loopbot/loopbot/agent"
 )
@@ -85,9 +86,9 @@ func demoNext(msgs []agent.Message, withTools bool) demoMove {
 		return demoMove{Call: &agent.ToolCall{Name: "write_file", Arguments: string(b)}}
 	case !hasResult(results, "Plan updated", 3):
 		if strings.HasPrefix(written.Content, "Error") || strings.Contains(written.Content, "rejected") {
-			return demoMove{Call: demoPlan("done", "failed", "in_progress")}
+			return demoMove{Call: demoPlan("done", "failed", "done")}
 		}
-		return demoMove{Call: demoPlan("done", "done", "in_progress")}
+		return demoMove{Call: demoPlan("done", "done", "done")}
 	}
 	if strings.Contains(written.Content, "rejected") {
 		return demoMove{Text: "I looked at the workspace, but you rejected writing `report.md`, so I left it unchanged. " +
@@ -111,14 +112,21 @@ func hasResult(results []agent.Message, s string, n int) bool {
 	return count >= n
 }
 
-// demoModel is the scripted model of demo mode.
-type demoModel struct{}
+// demoModel is the scripted model of demo mode. It thinks for pace before each reply, so a
+// person watching the console sees the status card and the checklist move.
+type demoModel struct {
+	pace time.Duration
+}
 
 var _ agent.Model = demoModel{}
 
-func (demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	if err := ctx.Err(); err != nil {
-		return agent.Reply{}, err
+func (d demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	t := time.NewTimer(d.pace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return agent.Reply{}, context.Cause(ctx)
 	}
 	mv := demoNext(req.Messages, len(req.Tools) > 0)
 	msg := agent.Message{Role: agent.RoleAssistant, Content: mv.Text}

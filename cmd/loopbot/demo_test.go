@@ -53,7 +53,7 @@ func TestDemoRun(t *testing.T) {
 			if !strings.Contains(st.Answer, want) {
 				t.Errorf("answer = %q, want it to say %q", st.Answer, want)
 			}
-			if len(st.Plan) != 3 || st.Plan[2].Status != agent.PlanInProgress {
+			if len(st.Plan) != 3 || st.Plan[2].Status != agent.PlanDone {
 				t.Errorf("plan = %+v", st.Plan)
 			}
 		})

@@ -40,6 +40,7 @@ func startDaemon(t *testing.T, dir string) *daemon {
 	}
 	m.Config.Tools.Workspace = filepath.Join(dir, "ws")
 	m.Config.Tools.Shell.Enabled = false
+	m.Config.demoPace = 0
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatalf("run: %v\n%s", err, logs)
 	}
@@ -157,7 +158,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if n, _ := res["notice"].(string); !strings.Contains(n, "Already approved") {
 		t.Errorf("second click notice = %q", n)
 	}
-	d.waitFor(thread, regexp.MustCompile(`report\.md`))
+	d.waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
 	d.close()
 
 	db, err := store.Open(filepath.Join(dir, "loopbot.db"))

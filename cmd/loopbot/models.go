@@ -19,7 +19,7 @@ type modelSet struct {
 // when no endpoint is configured.
 func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet, error) {
 	if !cfg.modelConfigured() {
-		return modelSet{executor: meteredModel{Model: demoModel{}, role: "executor", m: met}, demo: true}, nil
+		return modelSet{executor: meteredModel{Model: demoModel{pace: cfg.demoPace}, role: "executor", m: met}, demo: true}, nil
 	}
 	exec, err := newModel(cfg, cfg.LLM.Model, cfg.LLM.Price)
 	if err != nil {
