@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -148,8 +147,6 @@ func (r *run) eventKinds() []agent.EventKind {
 }
 
 func call(name, args string) agent.ToolCall { return agent.ToolCall{Name: name, Arguments: args} }
-
-var errBoom = errors.New("boom")
 
 func failing(msg string) func(context.Context, json.RawMessage) (string, error) {
 	n := 0

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
@@ -57,7 +58,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
