@@ -37,7 +37,7 @@ type mcpCall struct {
 
 // mcpFixture is one way of reaching a test MCP server.
 type mcpFixture struct {
-	server MCPServer
+	server tools.MCPServerConfig
 	// tool is the server's own name of the tool the model calls; result is what the tool
 	// answers to the text "hello from the model".
 	tool, result string
@@ -45,9 +45,6 @@ type mcpFixture struct {
 	// closed.
 	calls func(t *testing.T) []mcpCall
 }
-
-// MCPServer is the config entry of a fixture's server, named here for brevity.
-type MCPServer = tools.MCPServerConfig
 
 // stdioFixture starts the test binary as a stdio MCP server behind tee, which copies every
 // message the client sends to a log, so the test sees the calls on the wire even though the
@@ -60,7 +57,7 @@ func stdioFixture(t *testing.T) mcpFixture {
 	}
 	logPath := filepath.Join(t.TempDir(), "client-to-server.jsonl")
 	return mcpFixture{
-		server: MCPServer{
+		server: tools.MCPServerConfig{
 			Name:    "local",
 			Command: "/bin/sh",
 			Args:    []string{"-c", `tee -a "$MCP_LOG" | "$MCP_BIN"`},
@@ -133,7 +130,7 @@ func httpFixture(t *testing.T) mcpFixture {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(newServer, nil))
 	t.Cleanup(srv.Close)
 	return mcpFixture{
-		server: MCPServer{Name: "remote", URL: srv.URL},
+		server: tools.MCPServerConfig{Name: "remote", URL: srv.URL},
 		tool:   "note",
 		result: "noted: hello from the model",
 		calls: func(*testing.T) []mcpCall {
