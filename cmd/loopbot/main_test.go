@@ -159,6 +159,17 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("second click notice = %q", n)
 	}
 	d.waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
+	admin := "http://" + d.m.srv.adminAddr
+	if body := get(t, admin+"/healthz"); strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz = %q", body)
+	}
+	metrics := get(t, admin+"/metrics")
+	for _, want := range []string{`loopbot_runs{state="completed"} 1`, `loopbot_tool_calls_total{outcome="ok",tool="write_file"} 1`,
+		`loopbot_chat_api_calls_total{method="update",outcome="ok",platform="web"}`, `loopbot_model_calls_total{outcome="ok",role="executor"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	d.close()
 
 	db, err := store.Open(filepath.Join(dir, "loopbot.db"))
@@ -188,5 +199,48 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if err := db.Check(context.Background()); err != nil {
 		t.Errorf("database check: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// TestSecondProcessGetsLockError starts a daemon and then a second one on the same database:
+// the second fails at once with the lock error instead of hanging.
+func TestSecondProcessGetsLockError(t *testing.T) {
+	dir := t.TempDir()
+	startDaemon(t, dir)
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	m.Getenv = func(string) string { return "" }
+	if err := m.ParseFlags(context.Background(), []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", "127.0.0.1:0", "-admin", "127.0.0.1:0", "runs"}); err != nil {
+		t.Fatal(err)
+	}
+	m.Config.Store.LockTimeout = Duration(50 * time.Millisecond)
+	err := m.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "database is locked by another loopbot process: "+filepath.Join(dir, "loopbot.db")) {
+		t.Errorf("err = %v, want the lock error naming the file", err)
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{{"serve", "extra"}, {"dance"}, {"runs", "show"}, {"check", "-bogus"}, {"-config", "/nonexistent/loopbot.toml"}} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		m.Getenv = func(string) string { return "" }
+		if err := m.ParseFlags(context.Background(), args); err == nil {
+			t.Errorf("ParseFlags(%q) accepted", args)
+		}
 	}
 }
