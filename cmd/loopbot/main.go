@@ -1,12 +1,3 @@
-// Command loopbot is the chat-platform agent bot: it serves Slack, Discord and a local web
-// console from one agent loop, and offers commands to check the configuration and to read the
-// runs in its database.
-//
-//	loopbot [flags]                 serve (the default command)
-//	loopbot check [-online]         validate the config; list the tools; try the credentials
-//	loopbot runs                    list the runs in the database
-//	loopbot runs show ID            the transcript of one run
-//	loopbot version                 print the version
 package main
 
 import (

@@ -1,0 +1,15 @@
+// Command loopbot is the chat-platform agent bot: it serves Slack, Discord and a local web
+// console from one agent loop, and offers commands to check the configuration and to read the
+// runs in its database.
+//
+//	loopbot [flags]                 serve (the default command)
+//	loopbot check [-online]         validate the config; list the tools; try the credentials
+//	loopbot runs                    list the runs in the database
+//	loopbot runs show ID            the transcript of one run
+//	loopbot version                 print the version
+//
+// It is wiring only: it reads flags, the config file and the environment, builds the store,
+// the model clients, the tools, the agent, the bot and the platform adapters, serves /healthz
+// and /metrics, and turns SIGINT and SIGTERM into an orderly stop. Main (ParseFlags, Run,
+// Close) lets a test boot the whole daemon on a temporary directory.
+package main
