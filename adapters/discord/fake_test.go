@@ -58,6 +58,9 @@ type FakeRequest struct {
 	Body               map[string]any // a JSON object body
 	List               []any          // a JSON array body
 	Files              map[string]string
+	// At is when the fake received the request, on the real clock: a test checks with it
+	// that a wait the fake asked for was kept.
+	At time.Time
 }
 
 // FakeMessage is a message as the fake holds it.
@@ -354,7 +357,7 @@ func (f *FakeDiscord) record(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		req := FakeRequest{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization")}
+		req := FakeRequest{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), At: time.Now()}
 		raw, _ := io.ReadAll(r.Body)
 		mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if mt == "multipart/form-data" {
