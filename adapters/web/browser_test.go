@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -13,18 +15,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/loopbot/loopbot/adapters/web"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
 )
 
 // The browser tests drive headless Chromium against a console with the real bot behind
-// it: bbolt store, agent loop and approvals. The model is a script in the test (the
-// agent.Model interface), since the OpenAI-compatible client and its scripted server
-// (agent/llm, agent/llm/llmtest) had not landed when these tests were written.
+// it: bbolt store, agent loop and approvals, and the real model client (agent/llm) talking
+// to a scripted OpenAI-compatible server (llmtest) over HTTP.
 
 // chromium finds a Chromium binary. Without one the tests skip, except under CI, where a
 // missing browser is a failure.
@@ -42,26 +47,54 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// script is a model that answers from a list, one reply per consultation, whatever the
-// run: the first call asks to deploy, the second answers with what it saw.
-type script struct {
-	mu      sync.Mutex
-	replies []func(req agent.Request) agent.Message
+// deployArgs are the arguments the model gives deploy: HTML that must show as text.
+const deployArgs = `{"version":"<img src=x onerror=alert(1)>"}`
+
+// deployCallID is the ID of the model's deploy call, which the tool's result must answer.
+const deployCallID = "call_deploy"
+
+// deployScript is the model's side of a run: it asks to deploy, then answers with what it
+// saw, which is the tool's result or the word that the call was rejected.
+func deployScript() []llmtest.Step {
+	return []llmtest.Step{
+		llmtest.ToolCalls(llmtest.ToolCall{ID: deployCallID, Name: "deploy", Arguments: deployArgs}),
+		llmtest.Func(func(r llmtest.Request) llmtest.Step {
+			if strings.Contains(r.LastMessage().Content, "deployed v1.2") {
+				return llmtest.Text("Deployed **v1.2**. <script>alert(1)</script>")
+			}
+			return llmtest.Text("I did not deploy: the call was rejected.")
+		}),
+	}
 }
 
-func (s *script) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.replies) == 0 {
-		return agent.Reply{}, fmt.Errorf("the script has no reply left")
+// checkModelSaw checks that the model was consulted exactly twice: once with the goal and
+// the deploy tool offered, once with the tool's outcome answering its call.
+func checkModelSaw(t *testing.T, model *llmtest.Server, outcome string) {
+	t.Helper()
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model got %d requests, want 2", len(reqs))
 	}
-	r := s.replies[0]
-	s.replies = s.replies[1:]
-	return agent.Reply{Message: r(req), Usage: agent.Usage{PromptTokens: 100, CompletionTokens: 10, Calls: 1}}, nil
+	first, second := reqs[0], reqs[1]
+	if !strings.Contains(first.LastMessage().Content, "deploy the site") {
+		t.Errorf("first request ends with %+v, want the goal", first.LastMessage())
+	}
+	offered := false
+	for _, tool := range first.Tools {
+		offered = offered || tool.Name == "deploy"
+	}
+	if !offered {
+		t.Errorf("first request offers %+v, want deploy among them", first.Tools)
+	}
+	last := second.LastMessage()
+	if last.Role != "tool" || last.ToolCallID != deployCallID || !strings.Contains(last.Content, outcome) {
+		t.Errorf("second request ends with %+v, want the tool result of %s saying %q", last, deployCallID, outcome)
+	}
 }
 
 // deploy is a tool that needs an approval.
 type deploy struct {
+	risk  agent.Risk
 	mu    sync.Mutex
 	calls int
 }
@@ -72,7 +105,7 @@ func (d *deploy) Info() agent.ToolInfo {
 }
 
 func (d *deploy) Assess(json.RawMessage) agent.Assessment {
-	return agent.Assessment{Risk: agent.RiskConfirm, Reason: "changes <b>production</b>"}
+	return agent.Assessment{Risk: d.risk, Reason: "changes <b>production</b>"}
 }
 
 func (d *deploy) Call(ctx context.Context, inv agent.Invocation) (string, error) {
@@ -82,28 +115,36 @@ func (d *deploy) Call(ctx context.Context, inv agent.Invocation) (string, error)
 	return "deployed v1.2", nil
 }
 
-// console starts the bot and the console and returns the console's URL.
-func console(t *testing.T, tool *deploy) string {
+// count is how many times the tool ran.
+func (d *deploy) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+// daemon is one loopbot process: store, agent, bot and console, serving on one address.
+type daemon struct {
+	db  *store.DB
+	bot *bot.Bot
+	srv *httptest.Server
+	// refused gets the path of every event stream request answered 404.
+	refused chan string
+	stopped bool
+}
+
+// serve opens the store at dbPath and serves the console on addr ("127.0.0.1:0" for any
+// port), with the bot built but not started: start starts it.
+func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deploy, cfg bot.Config) *daemon {
 	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
+	db, err := store.Open(dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	model := &script{replies: []func(agent.Request) agent.Message{
-		func(agent.Request) agent.Message {
-			return agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "call_1", Name: "deploy", Arguments: `{"version":"<img src=x onerror=alert(1)>"}`}}}
-		},
-		func(req agent.Request) agent.Message {
-			// The last message is the tool's result, or the word that it was rejected.
-			last := req.Messages[len(req.Messages)-1].Content
-			if strings.Contains(last, "deployed v1.2") {
-				return agent.Message{Role: agent.RoleAssistant, Content: "Deployed **v1.2**. <script>alert(1)</script>"}
-			}
-			return agent.Message{Role: agent.RoleAssistant, Content: "I did not deploy: the call was rejected."}
-		},
-	}}
-	ag, err := agent.New(agent.Config{MaxSteps: 10}, model, []agent.Tool{tool})
+	client, err := llm.New(llm.Config{BaseURL: model.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 10}, client, []agent.Tool{tool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,24 +152,86 @@ func console(t *testing.T, tool *deploy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(bot.Config{EditInterval: bot.Duration(100 * time.Millisecond)}, db, ag, []bot.Platform{con})
+	cfg.EditInterval = bot.Duration(100 * time.Millisecond)
+	b, err := bot.New(cfg, db, ag, []bot.Platform{con})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(t.Context()); err != nil {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	d := &daemon{db: db, bot: b, refused: make(chan string, 64)}
+	h := con.HTTPHandler(b)
+	d.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if r.URL.Path == "/api/events" && sw.code == http.StatusNotFound {
+			select {
+			case d.refused <- r.URL.RequestURI():
+			default:
+			}
+		}
+	}))
+	d.srv.Listener.Close()
+	d.srv.Listener = ln
+	d.srv.Start()
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// start starts the bot, which re-sends the cards of unfinished runs.
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	if err := d.bot.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Stop(ctx); err != nil {
-			t.Errorf("stop bot: %v", err)
-		}
-	})
-	srv := httptest.NewServer(con.HTTPHandler(b))
+}
+
+// addr is the host:port the console listens on.
+func (d *daemon) addr() string { return d.srv.Listener.Addr().String() }
+
+// stop stops the bot (runs save their state, the outbox is flushed to the console), then
+// the console, then closes the store, as the process would on its way out.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	if d.stopped {
+		return
+	}
+	d.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.bot.Stop(ctx); err != nil {
+		t.Errorf("stop bot: %v", err)
+	}
 	// The page's event stream never ends on its own.
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	return srv.URL
+	d.srv.CloseClientConnections()
+	d.srv.Close()
+	if err := d.db.Close(); err != nil {
+		t.Errorf("close store: %v", err)
+	}
+}
+
+// statusWriter notes the status of a response. Unwrap lets http.ResponseController reach
+// the real writer's Flush and deadlines, which the event stream needs.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// console starts a bot and its console and returns the console's URL.
+func console(t *testing.T, model *llmtest.Server, tool *deploy, cfg bot.Config) string {
+	t.Helper()
+	d := serve(t, filepath.Join(t.TempDir(), "bot.db"), "127.0.0.1:0", model, tool, cfg)
+	d.start(t)
+	return d.srv.URL
 }
 
 // browser opens a headless Chromium tab for the test.
@@ -162,14 +265,21 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
-// startGoal names the user, types a goal and waits for the run to ask for approval.
-func startGoal(url string) chromedp.Action[chromedp.Void] {
+// login opens url and gives the console the person's name.
+func login(url, who string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS("#name-panel")),
-		chromedp.SendKeys(chromedp.CSS("#name"), "ann"),
+		chromedp.SendKeys(chromedp.CSS("#name"), who),
 		chromedp.Click(chromedp.CSS("#name-submit")),
 		chromedp.WaitNotVisible(chromedp.CSS("#name-panel")),
+	)
+}
+
+// startGoal logs in as who, types a goal and waits for the run to ask for approval.
+func startGoal(url, who string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		login(url, who),
 		chromedp.SendKeys(chromedp.CSS("#goal"), "deploy the site"),
 		chromedp.Click(chromedp.CSS("#goal-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#messages .msg-user")),
@@ -178,6 +288,41 @@ func startGoal(url string) chromedp.Action[chromedp.Void] {
 		textIn("#messages .msg-status", "Waiting for approval"),
 		chromedp.WaitVisible(chromedp.CSS("#messages .msg-approval button.btn-primary")),
 	)
+}
+
+// approveButton is the Approve button of the thread's approval card.
+const approveButton = "#messages .msg-approval button.btn-primary"
+
+// acceptDialogs accepts every JavaScript dialog the tab opens (the confirmation of a
+// dangerous call) and returns their messages so far.
+func acceptDialogs(t *testing.T, ctx context.Context) func() []string {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opening {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, ev.Message)
+			mu.Unlock()
+			// The dialog is answered from another goroutine than the one that reads
+			// the events, as chromedp requires.
+			go chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+				return err
+			}))
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
 }
 
 // noScriptRan fails if the page ran script from a message.
@@ -194,11 +339,12 @@ func noScriptRan(t *testing.T, ctx context.Context) {
 
 func TestBrowserApprove(t *testing.T) {
 	ctx := browser(t)
-	tool := &deploy{}
-	url := console(t, tool)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{})
 	err := chromedp.Do(ctx,
-		startGoal(url),
-		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-primary")),
+		startGoal(url, "ann"),
+		chromedp.Click(chromedp.CSS(approveButton)),
 		textIn("#messages .msg-answer", "Deployed v1.2"),
 		textIn("#messages .msg-status", "Done"),
 		textIn("#messages .msg-approval", "Approved by ann"),
@@ -216,18 +362,20 @@ func TestBrowserApprove(t *testing.T) {
 	if !strings.Contains(card, "<img src=x onerror=alert(1)>") {
 		t.Errorf("approval card %q: the arguments should show as text", card)
 	}
-	if tool.calls != 1 {
-		t.Errorf("deploy ran %d times, want once", tool.calls)
+	if n := tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
 	}
+	checkModelSaw(t, model, "deployed v1.2")
 	noScriptRan(t, ctx)
 }
 
 func TestBrowserReject(t *testing.T) {
 	ctx := browser(t)
-	tool := &deploy{}
-	url := console(t, tool)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{})
 	err := chromedp.Do(ctx,
-		startGoal(url),
+		startGoal(url, "ann"),
 		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
 		textIn("#messages .msg-approval", "Rejected by ann"),
 		textIn("#messages .msg-answer", "the call was rejected"),
@@ -235,8 +383,134 @@ func TestBrowserReject(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	if tool.calls != 0 {
-		t.Errorf("deploy ran %d times after a rejection", tool.calls)
+	if n := tool.count(); n != 0 {
+		t.Errorf("deploy ran %d times after a rejection", n)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || reqs[1].LastMessage().ToolCallID != deployCallID || strings.Contains(reqs[1].LastMessage().Content, "deployed") {
+		t.Errorf("the model should have been told of the rejection once; it got %d requests", len(reqs))
 	}
 	noScriptRan(t, ctx)
+}
+
+// TestBrowserRestart restarts loopbot while an approval is pending. The new process's
+// console knows no thread, so the page's stream is refused with a 404 until the bot starts
+// and re-sends the pending cards; the page must retry by itself, show the approval card
+// again, and an Approve clicked there must run the tool once across both processes.
+func TestBrowserRestart(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	dbPath := filepath.Join(t.TempDir(), "bot.db")
+
+	first := serve(t, dbPath, "127.0.0.1:0", model, tool, bot.Config{})
+	first.start(t)
+	url, addr := first.srv.URL, first.addr()
+	if err := chromedp.Do(ctx, startGoal(url, "ann")); err != nil {
+		t.Fatalf("browser, first process: %v", err)
+	}
+	first.stop(t)
+
+	// The console comes back on the same address before the bot starts, as it may when
+	// loopbot starts: until the bot re-sends the cards, the thread is unknown.
+	second := serve(t, dbPath, addr, model, tool, bot.Config{})
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case path := <-second.refused:
+		t.Logf("the restarted console refused %s, as expected", path)
+	case <-wait.Done():
+		t.Fatal("the page never asked the restarted console for its thread's stream")
+	}
+	if err := chromedp.Do(ctx, textIn("#conn", "reconnecting")); err != nil {
+		t.Fatalf("browser, while the thread is unknown: %v", err)
+	}
+	second.start(t)
+
+	err := chromedp.Do(ctx,
+		// Only the new process's cards are on the page: the stream reset it.
+		textIn("#messages .msg-approval", "deploy"),
+		chromedp.WaitVisible(chromedp.CSS(approveButton)),
+		textIn("#conn", "live"),
+		chromedp.Click(chromedp.CSS(approveButton)),
+		textIn("#messages .msg-approval", "Approved by ann"),
+		textIn("#messages .msg-answer", "Deployed v1.2"),
+		textIn("#messages .msg-status", "Done"),
+	)
+	if err != nil {
+		t.Fatalf("browser, second process: %v", err)
+	}
+	gone, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('gone').hidden`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gone {
+		t.Error("the page says the thread is gone, after it came back")
+	}
+	if n := tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times across both processes, want once", n)
+	}
+	// The paused run was not restarted from scratch: the model was asked once for the call
+	// and once with its result.
+	checkModelSaw(t, model, "deployed v1.2")
+}
+
+// TestBrowserTwoPeople has ann start a dangerous call that she may not approve herself: her
+// click gets a notice only she sees, and bob, in a browser context of his own, approves it.
+func TestBrowserTwoPeople(t *testing.T) {
+	annCtx := browser(t)
+	tool := &deploy{risk: agent.RiskDangerous}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{Policy: bot.Policy{Approvers: []string{"web:bob"}}})
+
+	annDialogs := acceptDialogs(t, annCtx)
+	if err := chromedp.Do(annCtx,
+		startGoal(url, "ann"),
+		chromedp.Click(chromedp.CSS(approveButton)),
+		textIn("#toasts .toast-notice", "someone other than the person who started the run"),
+		// The refused click leaves the buttons usable and the call pending.
+		chromedp.WaitEnabled(chromedp.CSS(approveButton)),
+	); err != nil {
+		t.Fatalf("browser, ann: %v", err)
+	}
+	if d := annDialogs(); len(d) != 1 || !strings.Contains(d[0], "dangerous") {
+		t.Errorf("ann's confirmations %q, want one that says the call is dangerous", d)
+	}
+	hash, err := chromedp.Run(annCtx, chromedp.Evaluate[string](`location.hash`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A browser context of his own, so bob does not share ann's name in local storage.
+	bobCtx, cancelBob := chromedp.NewContext(annCtx, chromedp.WithNewBrowserContext())
+	defer cancelBob()
+	bobDialogs := acceptDialogs(t, bobCtx)
+	if err := chromedp.Do(bobCtx,
+		login(url+"/"+hash, "bob"),
+		textIn("#messages .msg-status", "Waiting for approval"),
+		chromedp.WaitVisible(chromedp.CSS(approveButton)),
+		chromedp.Click(chromedp.CSS(approveButton)),
+		textIn("#messages .msg-approval", "Approved by bob"),
+		textIn("#messages .msg-answer", "Deployed v1.2"),
+	); err != nil {
+		t.Fatalf("browser, bob: %v", err)
+	}
+	if d := bobDialogs(); len(d) != 1 {
+		t.Errorf("bob's confirmations %q, want one", d)
+	}
+	// Ann's page follows the thread too.
+	if err := chromedp.Do(annCtx, textIn("#messages .msg-approval", "Approved by bob")); err != nil {
+		t.Fatalf("browser, ann after bob: %v", err)
+	}
+	bobToasts, err := chromedp.Run(bobCtx, chromedp.Evaluate[string](`document.getElementById('toasts').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(bobToasts, "someone other") {
+		t.Errorf("bob's page shows ann's notice: %q", bobToasts)
+	}
+	if n := tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+	checkModelSaw(t, model, "deployed v1.2")
 }

@@ -10,6 +10,15 @@
   let current = null;      // the thread shown, or null on the home page
   let source = null;       // the page's one EventSource
   let threads = new Map(); // id -> summary
+  let streams = 0;         // counts connect() calls, so a stale retry knows it is stale
+  let retryTimer = null;
+  let retryDelay = 0;      // ms before the next attempt after the console refused the stream
+  let missingSince = 0;    // when the console first said it did not know the thread shown
+  const maxRetryDelay = 15000;
+  // A console that restarted knows no thread until the bot re-sends the cards of the
+  // unfinished runs, which it does as it starts; a thread still unknown after this long
+  // was forgotten.
+  const missingGrace = 60000;
   // Submissions keep their UUID until they succeed, so a double click or a retry is the
   // same delivery and the bot handles it once.
   const pending = new Map();
@@ -108,6 +117,9 @@
   function connect() {
     if (source) source.close();
     source = null;
+    clearTimeout(retryTimer);
+    retryTimer = null;
+    const gen = ++streams;
     if (!name) return;
     const q = new URLSearchParams({ user: name });
     if (current) q.set('thread', current);
@@ -129,13 +141,45 @@
     on('reset', () => $('messages').replaceChildren());
     on('message', upsert);
     on('notice', (n) => toast(n.text, 'notice'));
-    on('sync', () => setConn(true));
+    on('sync', () => {
+      setConn(true);
+      retryDelay = 0;
+      missingSince = 0;
+      $('gone').hidden = true;
+    });
     es.onerror = () => {
       setConn(false);
-      // A closed source will not come back on its own: the thread is gone, or the
-      // console refused the stream.
-      if (es.readyState === EventSource.CLOSED && current) $('gone').hidden = false;
+      // The browser reconnects by itself after a dropped connection, but not after an
+      // answer other than a stream: a 404 for a thread that a restarted console does not
+      // know yet, a 503 while it shuts down. Those are retried here, with backoff.
+      if (es.readyState === EventSource.CLOSED && gen === streams) retry(gen);
     };
+  }
+
+  async function retry(gen) {
+    const thread = current;
+    if (thread) {
+      // EventSource does not tell why it was refused; the thread's own URL does.
+      let status = 0;
+      try {
+        const res = await fetch(`/api/threads/${encodeURIComponent(thread)}`, { credentials: 'same-origin' });
+        status = res.status;
+      } catch {
+        // The console is down again: retry as for any other refusal.
+      }
+      if (gen !== streams) return;
+      if (status === 404) {
+        if (!missingSince) missingSince = Date.now();
+        if (Date.now() - missingSince > missingGrace) {
+          $('gone').hidden = false;
+          return;
+        }
+      }
+    }
+    retryDelay = Math.min(maxRetryDelay, retryDelay ? retryDelay * 2 : 500);
+    retryTimer = setTimeout(() => {
+      if (gen === streams) connect();
+    }, retryDelay);
   }
 
   function route() {
@@ -144,6 +188,8 @@
     $('home').hidden = current !== null;
     $('thread').hidden = current === null;
     $('gone').hidden = true;
+    retryDelay = 0;
+    missingSince = 0;
     $('messages').replaceChildren();
     renderThreads();
     connect();
@@ -207,7 +253,11 @@
     const all = card ? [...card.querySelectorAll('button')] : [b];
     all.forEach((x) => { x.disabled = true; });
     try {
-      await post('/api/actions', `action\n${b.dataset.action}`, { action: b.dataset.action, thread: current });
+      const d = await post('/api/actions', `action\n${b.dataset.action}`, { action: b.dataset.action, thread: current });
+      // A notice means the click changed nothing (not allowed, say): the card stays as it
+      // was, so its buttons must work again. A click that did change the card gets it
+      // re-rendered, buttons and all.
+      if (d.notice) all.forEach((x) => { x.disabled = false; });
     } catch (err) {
       toast(err.message, 'error');
       all.forEach((x) => { x.disabled = false; });
