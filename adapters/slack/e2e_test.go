@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -315,21 +316,28 @@ func (e *e2e) click(envelopeID, triggerID, userID, userName, messageTS, value st
 func buttonValue(t *testing.T, c call, label string) string {
 	t.Helper()
 	var blocks []struct {
-		Type     string `json:"type"`
-		Elements []struct {
-			Type  string `json:"type"`
-			Value string `json:"value"`
-			Text  struct {
-				Text string `json:"text"`
-			} `json:"text"`
-		} `json:"elements"`
+		Type     string            `json:"type"`
+		Elements []json.RawMessage `json:"elements"`
 	}
 	if err := json.Unmarshal([]byte(c.Values.Get("blocks")), &blocks); err != nil {
 		t.Fatalf("blocks of %s: %v", c.Method, err)
 	}
 	for _, b := range blocks {
-		for _, el := range b.Elements {
-			if b.Type == "actions" && el.Type == "button" && el.Text.Text == label && el.Value != "" {
+		if b.Type != "actions" {
+			continue
+		}
+		for _, raw := range b.Elements {
+			var el struct {
+				Type  string `json:"type"`
+				Value string `json:"value"`
+				Text  struct {
+					Text string `json:"text"`
+				} `json:"text"`
+			}
+			if err := json.Unmarshal(raw, &el); err != nil {
+				t.Fatalf("element %s: %v", raw, err)
+			}
+			if el.Type == "button" && el.Text.Text == label && el.Value != "" {
 				return el.Value
 			}
 		}
@@ -445,4 +453,302 @@ func (e *e2e) approval(runID string) *bot.Approval {
 		return ap != nil && ap.Card.ID != ""
 	})
 	return ap
+}
+
+// TestE2EThreadReply: a reply in the thread after the answer continues the conversation:
+// the second run's model request carries the first goal and answer, and its answer goes to
+// the same thread.
+func TestE2EThreadReply(t *testing.T) {
+	e := newE2E(t, bot.Config{}, llmtest.Text("The build is green."), llmtest.Text("All 412 tests pass."))
+	e.mention("env-1", "Ev1", "is the build green?")
+	e.handled()
+	e.log.waitCall(t, "the first answer", 1, "chat.postMessage", and(answer, blocksHave("The build is green.")))
+
+	reply := map[string]any{"token": "x", "team_id": teamID, "api_app_id": "A1", "type": "event_callback",
+		"event_id": "Ev2", "event_time": 1700000200, "event": map[string]any{
+			"type": "message", "channel_type": "channel", "user": "U1", "text": "and the tests?",
+			"ts": "1700000200.000100", "thread_ts": rootTS, "channel": "C1", "event_ts": "1700000200.000100"}}
+	e.f.send("events_api", "env-2", reply)
+	if a := e.f.nextAck(); a.EnvelopeID != "env-2" {
+		t.Fatalf("ack for %q", a.EnvelopeID)
+	}
+	if h := e.handled(); h.ev.Kind != bot.EventReply || h.res.RunID == "" {
+		t.Fatalf("reply handled as %s with %+v, want a reply that starts a run", h.ev.Kind, h.res)
+	}
+	e.log.waitCall(t, "the second answer", 1, "chat.postMessage", and(answer, blocksHave("All 412 tests pass.")))
+
+	reqs := e.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	// The conversation so far comes as messages: the first goal, its answer, then the reply.
+	var sawAnswer bool
+	for _, m := range reqs[1].Messages {
+		if m.Role == "assistant" && strings.Contains(m.Content, "The build is green.") {
+			sawAnswer = true
+		}
+	}
+	if last := reqs[1].LastMessage(); !sawAnswer || last.Role != "user" || !strings.Contains(last.Content, "and the tests?") {
+		t.Errorf("the second run's request %+v, want the first answer as the assistant's and the reply last", reqs[1].Messages)
+	}
+	if first := reqs[0].Messages; len(first) >= len(reqs[1].Messages) {
+		t.Errorf("the second request has %d messages, the first %d: the history is missing", len(reqs[1].Messages), len(first))
+	}
+	if n := len(e.log.of("chat.postMessage", statusCard)); n != 2 {
+		t.Errorf("%d status cards posted, want one per run", n)
+	}
+	e.checkThreaded()
+}
+
+// approvalFlow starts a run whose model calls deploy and waits for the approval card; it
+// returns the run, the approval and the Approve button's value as rendered on the card.
+func approvalFlow(t *testing.T) (e *e2e, runID string, ap *bot.Approval, approve string) {
+	t.Helper()
+	e = newE2E(t, bot.Config{},
+		llmtest.ToolCalls(llmtest.Call("deploy", `{"version":"1.2"}`)),
+		llmtest.Text("Deployed v1.2."))
+	e.mention("env-1", "Ev1", "deploy v1.2")
+	runID = e.handled().res.RunID
+	post := e.log.waitCall(t, "the approval card", 1, "chat.postMessage", approvalCard)
+	ap = e.approval(runID)
+	approve = buttonValue(t, post.call, "Approve")
+	if approve != ap.ApproveAction {
+		t.Fatalf("the card's Approve button carries %q, the stored approval %q", approve, ap.ApproveAction)
+	}
+	// The status card shows the pause, whether it was first posted that way or edited to it.
+	waiting := and(statusCard, blocksHave("Waiting for approval"))
+	waitFor(t, "the status card waiting for approval", func() bool {
+		return len(e.log.of("chat.postMessage", waiting))+len(e.log.of("chat.update", waiting)) > 0
+	})
+	return e, runID, ap, approve
+}
+
+// checkApproved waits for the run to finish after an approval clicked by ann, and checks
+// the tool ran once and the approval card was edited in place to say who approved it.
+func (e *e2e) checkApproved(ap *bot.Approval) {
+	t := e.t
+	t.Helper()
+	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("Deployed v1.2.")))
+	edit := e.log.waitCall(t, "the approval card's edit", 1, "chat.update", and(at(ap.Card.ID), blocksHave("Approved by ann")))
+	if blocksHave(`"type":"actions"`)(edit.call) {
+		t.Errorf("the decided approval card still has buttons: %s", edit.Values.Get("blocks"))
+	}
+	if n := e.tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+	if n := len(e.log.of("chat.postMessage", approvalCard)); n != 1 {
+		t.Errorf("approval card posted %d times, want once and then edited", n)
+	}
+	if reqs := e.model.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].LastMessage().Content, "deployed v1.2") {
+		t.Errorf("model requests %+v, want the tool's result in the second", reqs)
+	}
+	e.checkThreaded()
+}
+
+// TestE2EApproveByClick: the requester presses Approve on the card; the call runs once and
+// the card says who approved it.
+func TestE2EApproveByClick(t *testing.T) {
+	e, _, ap, approve := approvalFlow(t)
+	e.click("env-click", "trig-1", "U1", "ann", ap.Card.ID, approve)
+	if h := e.handled(); h.res.Notice != "" || h.res.Duplicate {
+		t.Fatalf("click result %+v", h.res)
+	}
+	e.checkApproved(ap)
+	if n := len(e.log.of("chat.postEphemeral", nil)); n != 0 {
+		t.Errorf("%d ephemeral notices for a valid click", n)
+	}
+}
+
+// TestE2EApproveAfterRestart: the process stops while the run waits for approval, a new one
+// starts on the same store file, and the click on the card posted by the old process works.
+func TestE2EApproveAfterRestart(t *testing.T) {
+	e, runID, ap, approve := approvalFlow(t)
+	e.stop()
+	if n := e.tool.count(); n != 0 {
+		t.Fatalf("deploy ran %d times before the approval", n)
+	}
+	e.start()
+	e.view(func(tx bot.Tx) error {
+		rec, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		if rec.Status != agent.StatusAwaitingApproval {
+			t.Errorf("after the restart the run is %s, want awaiting approval", rec.Status)
+		}
+		return nil
+	})
+	e.click("env-click", "trig-1", "U1", "ann", ap.Card.ID, approve)
+	if h := e.handled(); h.res.Notice != "" || h.res.Duplicate {
+		t.Fatalf("click result %+v", h.res)
+	}
+	e.checkApproved(ap)
+}
+
+// TestE2EDuplicateDelivery: Slack delivers the same event twice at once and once more after
+// the run ended; one run starts and the model is asked once.
+func TestE2EDuplicateDelivery(t *testing.T) {
+	e := newE2E(t, bot.Config{}, llmtest.Text("The build is green."))
+	cb := mentionCallback("Ev1", "C1", rootTS, "", "<@"+botUserID+"> is the build green?")
+	e.f.send("events_api", "env-a", cb)
+	e.f.send("events_api", "env-b", cb)
+	for range 2 {
+		e.f.nextAck()
+	}
+	var runs, dups int
+	for range 2 {
+		switch h := e.handled(); {
+		case h.res.Duplicate:
+			dups++
+		case h.res.RunID != "":
+			runs++
+		}
+	}
+	e.log.waitCall(t, "the answer", 1, "chat.postMessage", answer)
+	// A late retry, once the thread has no active run that could absorb it.
+	e.f.send("events_api", "env-c", cb)
+	e.f.nextAck()
+	if h := e.handled(); h.res.Duplicate {
+		dups++
+	}
+	if runs != 1 || dups != 2 {
+		t.Errorf("%d runs started and %d duplicates, want 1 and 2", runs, dups)
+	}
+	// Handle creates runs synchronously, so the store now holds every run it will.
+	e.view(func(tx bot.Tx) error {
+		all, err := tx.Runs(bot.RunFilter{})
+		if len(all) != 1 {
+			t.Errorf("%d runs stored, want 1", len(all))
+		}
+		return err
+	})
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1", n)
+	}
+	if n := len(e.log.of("chat.postMessage", statusCard)); n != 1 {
+		t.Errorf("%d status cards posted, want 1", n)
+	}
+}
+
+// TestE2EClickNotAllowed: someone other than the requester presses Approve; they alone are
+// told why, and the approval, the run and the card stay as they were until the requester
+// approves.
+func TestE2EClickNotAllowed(t *testing.T) {
+	e, runID, ap, approve := approvalFlow(t)
+	e.click("env-bad", "trig-bad", "U2", "bea", ap.Card.ID, approve)
+	if h := e.handled(); h.res.Notice == "" {
+		t.Fatalf("click by U2 gave no notice: %+v", h.res)
+	}
+	eph := e.log.waitCall(t, "the ephemeral notice", 1, "chat.postEphemeral", nil)
+	if eph.Values.Get("user") != "U2" || eph.Values.Get("channel") != "C1" || eph.Values.Get("thread_ts") != rootTS ||
+		!strings.Contains(eph.Values.Get("text"), "not allowed") {
+		t.Errorf("ephemeral %v, want U2 told in the thread that they may not decide", eph.Values)
+	}
+	// A decision writes the approval, the audit entry and the card's outbox item in one
+	// transaction, so the store shows now whether the click changed anything.
+	e.view(func(tx bot.Tx) error {
+		got, err := tx.Approval(ap.ID)
+		if err != nil {
+			return err
+		}
+		if got.Status != bot.ApprovalPending || got.DecidedBy.ID != "" {
+			t.Errorf("approval after the refused click: %s by %q", got.Status, got.DecidedBy.ID)
+		}
+		rec, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		if rec.Status != agent.StatusAwaitingApproval {
+			t.Errorf("run after the refused click: %s", rec.Status)
+		}
+		items, err := tx.Outbox()
+		for _, it := range items {
+			if it.Kind == bot.OutboxApprovalCard {
+				t.Errorf("the refused click queued an approval card edit: %+v", it)
+			}
+		}
+		return err
+	})
+	if n := len(e.log.of("chat.update", at(ap.Card.ID))); n != 0 {
+		t.Errorf("the approval card was edited %d times after a refused click", n)
+	}
+	if n := e.tool.count(); n != 0 {
+		t.Errorf("deploy ran %d times after a refused click", n)
+	}
+
+	e.click("env-ok", "trig-ok", "U1", "ann", ap.Card.ID, approve)
+	e.handled()
+	e.checkApproved(ap)
+	if n := len(e.log.of("chat.postEphemeral", nil)); n != 1 {
+		t.Errorf("%d ephemeral notices, want only the one to U2", n)
+	}
+}
+
+// TestE2EUpdateRateLimited: Slack answers the first chat.update with 429 and Retry-After: 1.
+// The bot waits that long before it calls the channel again, does not retry in a storm,
+// and the card still reaches its final state.
+func TestE2EUpdateRateLimited(t *testing.T) {
+	const retryAfter = time.Second
+	var (
+		mu      sync.Mutex
+		updates []time.Time // when the fake received each chat.update, before answering
+	)
+	step, open := gate(t, llmtest.Text("The build is green."))
+	e := newE2E(t, bot.Config{}, step)
+	e.f.mu.Lock()
+	e.f.update = func(w http.ResponseWriter) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		updates = append(updates, time.Now())
+		if len(updates) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	}
+	e.f.mu.Unlock()
+
+	e.mention("env-1", "Ev1", "is the build green?")
+	runID := e.handled().res.RunID
+	e.log.waitCall(t, "the status card", 1, "chat.postMessage", statusCard)
+	open()
+	cardTS := e.cardTS(runID)
+	e.log.waitCall(t, "the answer", 1, "chat.postMessage", answer)
+	e.log.waitCall(t, "the card's final edit", 1, "chat.update", and(at(cardTS), blocksHave("Done")))
+	// The outbox is empty once the final edit is settled: nothing more is coming.
+	waitFor(t, "an empty outbox", func() bool {
+		var n int
+		e.view(func(tx bot.Tx) error {
+			items, err := tx.Outbox()
+			n = len(items)
+			return err
+		})
+		return n == 0
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(updates) < 2 {
+		t.Fatalf("%d chat.update calls, want the refused one and a retry", len(updates))
+	}
+	// Timers never fire early, so this holds however slow the machine is.
+	if gap := updates[1].Sub(updates[0]); gap < retryAfter {
+		t.Errorf("chat.update retried %s after the 429, want at least Retry-After %s", gap, retryAfter)
+	}
+	// One refused edit, its retry with the latest state, and at most one more state that
+	// arrived after the hold: a storm would be an edit every EditInterval.
+	if len(updates) > 3 {
+		t.Errorf("%d chat.update calls for one card and a 429, want at most 3", len(updates))
+	}
+	calls := e.log.of("chat.update", nil)
+	if last := calls[len(calls)-1]; !blocksHave("Done")(last.call) || last.Values.Get("ts") != cardTS {
+		t.Errorf("the last edit is not the final card: %s", last.Values.Get("blocks"))
+	}
+	// The 429 holds the channel, so nothing was posted to it during the wait either.
+	for _, c := range e.log.of("chat.postMessage", answer) {
+		if c.At.Before(updates[0].Add(retryAfter)) {
+			t.Errorf("the answer was posted %s after the 429, inside Retry-After", c.At.Sub(updates[0]))
+		}
+	}
 }
