@@ -346,14 +346,16 @@ func buttonValue(t *testing.T, c call, label string) string {
 	return ""
 }
 
-// gate is a model step that answers only once the test opens it, so the test can see the
-// status card before the run can end. It opens by itself when the test ends.
-func gate(t *testing.T, step llmtest.Step) (llmtest.Step, func()) {
+// gate adds a model step that answers only once the test opens it, so the test can see the
+// status card before the run can end. It opens by itself when the test ends, before the
+// model server closes (which waits for its handlers).
+func (e *e2e) gate(step llmtest.Step) (open func()) {
 	ch := make(chan struct{})
 	var once sync.Once
-	open := func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(open)
-	return llmtest.Func(func(llmtest.Request) llmtest.Step { <-ch; return step }), open
+	open = func() { once.Do(func() { close(ch) }) }
+	e.t.Cleanup(open)
+	e.model.Push(llmtest.Func(func(llmtest.Request) llmtest.Step { <-ch; return step }))
+	return open
 }
 
 // checkThreaded fails unless every post and edit went to the test's channel, and every
@@ -375,8 +377,8 @@ func (e *e2e) checkThreaded() {
 // TestE2EMentionToAnswer: a mention is acknowledged, starts a run whose status card is
 // posted in the thread and then edited in place, and the answer is posted in the thread.
 func TestE2EMentionToAnswer(t *testing.T) {
-	step, open := gate(t, llmtest.Text("The build is green."))
-	e := newE2E(t, bot.Config{}, step)
+	e := newE2E(t, bot.Config{})
+	open := e.gate(llmtest.Text("The build is green."))
 	e.mention("env-1", "Ev1", "is the build green?")
 	h := e.handled()
 	if h.res.RunID == "" || h.res.Duplicate {
@@ -693,8 +695,8 @@ func TestE2EUpdateRateLimited(t *testing.T) {
 		mu      sync.Mutex
 		updates []time.Time // when the fake received each chat.update, before answering
 	)
-	step, open := gate(t, llmtest.Text("The build is green."))
-	e := newE2E(t, bot.Config{}, step)
+	e := newE2E(t, bot.Config{})
+	open := e.gate(llmtest.Text("The build is green."))
 	e.f.mu.Lock()
 	e.f.update = func(w http.ResponseWriter) bool {
 		mu.Lock()
