@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -327,7 +328,7 @@ func TestE2ESlashCommandRun(t *testing.T) {
 	posts := Find(reqs, "POST", "/api/v9/channels/"+thread+"/messages")
 	edits := Find(reqs, "PATCH", "/api/v9/channels/"+thread+"/messages/"+first.ID)
 	if len(posts) != 2 || len(edits) == 0 {
-		t.Errorf("in the thread: %d posts (want card and answer) and %d card edits (want some)\n%s", len(posts), len(edits), describe(reqs))
+		t.Fatalf("in the thread: %d posts (want card and answer) and %d card edits (want some)\n%s", len(posts), len(edits), describe(reqs))
 	}
 	for _, r := range append(posts, edits...) {
 		if r.Auth != "Bot test-token" {
@@ -414,7 +415,7 @@ func TestE2EApproveByButton(t *testing.T) {
 			fu := e.f.WaitFor(t, "the notice of the second click", func(r []FakeRequest) bool {
 				return len(Find(r, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+again)) == 1
 			})
-			if n := Find(fu, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+again)[0]; !strings.HasPrefix(n.Body["content"].(string), "Already approved") || n.Body["flags"] != float64(64) {
+			if n := Find(fu, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+again)[0]; !strings.HasPrefix(fmt.Sprint(n.Body["content"]), "Already approved") || n.Body["flags"] != float64(64) {
 				t.Errorf("second click told %+v, want an ephemeral 'Already approved'", n.Body)
 			}
 			if n := e.tool.calls.Load(); n != 1 {
