@@ -311,7 +311,8 @@ func acceptDialogs(t *testing.T, ctx context.Context) func() []string {
 			seen = append(seen, ev.Message)
 			mu.Unlock()
 			// The dialog is answered from another goroutine than the one that reads
-			// the events, as chromedp requires.
+			// the events, as chromedp requires. Its error matters not: if the tab is
+			// gone, the test's own waits fail and say so.
 			go chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 				_, err := cdp.Call(ctx, tg, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 				return err
