@@ -45,6 +45,41 @@ type recorder struct {
 	ops  []op
 	n    int
 	fail func(o op) error
+	// changed is closed at the next recorded call, for tests that run in real time.
+	changed chan struct{}
+}
+
+// record appends o and wakes whoever awaits a change. r.mu is held.
+func (r *recorder) record(o op) {
+	r.ops = append(r.ops, o)
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// await waits in real time, for tests outside a synctest bubble, until cond holds after some
+// recorded call, and fails the test if that takes more than ten seconds.
+func (r *recorder) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
 var _ bot.Platform = (*recorder)(nil)
@@ -58,7 +93,7 @@ func (r *recorder) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) 
 	if r.fail != nil {
 		o.err = r.fail(o)
 	}
-	r.ops = append(r.ops, o)
+	r.record(o)
 	if o.err != nil {
 		return bot.MessageRef{}, o.err
 	}
@@ -73,14 +108,14 @@ func (r *recorder) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messa
 	if r.fail != nil {
 		o.err = r.fail(o)
 	}
-	r.ops = append(r.ops, o)
+	r.record(o)
 	return o.err
 }
 
 func (r *recorder) Notify(ctx context.Context, th bot.ThreadRef, userID, text string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ops = append(r.ops, op{kind: "notify", ref: bot.MessageRef{Thread: th}, msg: bot.Message{Kind: bot.KindNotice, Text: text}, at: time.Now()})
+	r.record(op{kind: "notify", ref: bot.MessageRef{Thread: th}, msg: bot.Message{Kind: bot.KindNotice, Text: text}, at: time.Now()})
 	return nil
 }
 
@@ -217,7 +252,7 @@ func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c
 func (c *clock) Advance(d time.Duration) { c.skip.Add(int64(d)) }
 
 // harness is a bot on a real bbolt store with a recording platform and the real agent
-// driven by a scripted model. It must be made inside a synctest bubble.
+// driven by a scripted model. Made with newHarness it must live in a synctest bubble.
 type harness struct {
 	t     *testing.T
 	path  string
@@ -225,6 +260,8 @@ type harness struct {
 	cfg   bot.Config
 	plat  *recorder
 	model *model
+	// llm, if set, is the agent's model instead of the scripted one.
+	llm   agent.Model
 	tools []agent.Tool
 	clock *clock
 	bot   *bot.Bot
@@ -233,10 +270,16 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, nil, tools...)
+}
+
+// newHarnessWith makes a harness whose agent consults llm (the scripted model if nil).
+func newHarnessWith(t *testing.T, cfg bot.Config, llm agent.Model, tools ...agent.Tool) *harness {
+	t.Helper()
 	if cfg.EditInterval == 0 {
 		cfg.EditInterval = bot.Duration(time.Second)
 	}
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: &model{}, tools: tools, clock: &clock{}}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: &model{}, llm: llm, tools: tools, clock: &clock{}}
 	h.open()
 	t.Cleanup(h.close)
 	return h
@@ -249,7 +292,11 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatalf("open store: %v", err)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 400}, h.model, h.tools)
+	var m agent.Model = h.model
+	if h.llm != nil {
+		m = h.llm
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400}, m, h.tools)
 	if err != nil {
 		h.t.Fatalf("new agent: %v", err)
 	}
