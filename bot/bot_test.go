@@ -70,7 +70,7 @@ func TestFollowUpSeesEarlierAnswer(t *testing.T) {
 		h.settle()
 		h.wantStatus(res.RunID, agent.StatusCompleted)
 
-		reqs := h.model.reqs
+		reqs := h.model.requests()
 		if len(reqs) != 2 {
 			t.Fatalf("model got %d requests, want 2", len(reqs))
 		}
@@ -102,7 +102,7 @@ func TestDuplicateDeliveryStartsOneRun(t *testing.T) {
 			t.Fatalf("second delivery = %+v, want a duplicate that starts nothing", again)
 		}
 		h.settle()
-		if n := len(h.model.reqs); n != 1 {
+		if n := len(h.model.requests()); n != 1 {
 			t.Errorf("model consulted %d times, want 1", n)
 		}
 		if n := len(h.plat.sent(bot.KindStatus)); n == 0 || h.plat.sent(bot.KindStatus)[0].kind != "post" {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
 )
@@ -154,57 +158,47 @@ func (r *recorder) allText() string {
 	return b.String()
 }
 
-// reply is one scripted answer of the model.
-type reply struct {
-	text  string
-	calls []agent.ToolCall
-}
+func say(s string) llmtest.Step { return llmtest.Text(s) }
 
-func say(s string) reply { return reply{text: s} }
+func use(name, args string) llmtest.Step { return llmtest.ToolCalls(llmtest.Call(name, args)) }
 
-func use(name, args string) reply {
-	return reply{calls: []agent.ToolCall{{Name: name, Arguments: args}}}
-}
-
-// model plays a script of replies in order, whatever the run, and records the requests.
+// model is the scripted OpenAI-compatible server of llmtest, reached by the real model
+// client through a transport that calls its handler in-process: no sockets, so a synctest
+// bubble can hold it and fake time flows.
 type model struct {
-	mu     sync.Mutex
-	script []reply
-	reqs   []agent.Request
-	n      int
+	srv    *llmtest.Server
+	client *llm.Client
 }
 
-func (m *model) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reqs = append(m.reqs, req)
-	m.n++
-	if len(m.script) == 0 {
-		return agent.Reply{}, fmt.Errorf("the test script has no reply left")
+func newModel(t *testing.T) *model {
+	t.Helper()
+	srv := llmtest.New()
+	client, err := llm.New(llm.Config{BaseURL: "http://llmtest.invalid/v1", Model: "test-model", MaxRetries: -1},
+		llm.WithHTTPClient(&http.Client{Transport: handlerTransport{srv}}))
+	if err != nil {
+		t.Fatalf("new model client: %v", err)
 	}
-	r := m.script[0]
-	m.script = m.script[1:]
-	msg := agent.Message{Role: agent.RoleAssistant, Content: r.text}
-	for i, c := range r.calls {
-		c.ID = fmt.Sprintf("call_%d_%d", m.n, i)
-		msg.ToolCalls = append(msg.ToolCalls, c)
-	}
-	return agent.Reply{Message: msg, Usage: agent.Usage{PromptTokens: 100, CompletionTokens: 10, Cost: 0.001, Calls: 1}}, nil
+	return &model{srv: srv, client: client}
 }
 
-func (m *model) add(rs ...reply) {
-	m.mu.Lock()
-	m.script = append(m.script, rs...)
-	m.mu.Unlock()
+// handlerTransport answers HTTP requests with a handler in the same process.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	return rec.Result(), nil
 }
+
+func (m *model) add(steps ...llmtest.Step) { m.srv.Push(steps...) }
+
+func (m *model) requests() []llmtest.Request { return m.srv.Requests() }
 
 // saw reports whether any request carried a message of role containing s.
 func (m *model) saw(role agent.Role, s string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, req := range m.reqs {
+	for _, req := range m.srv.Requests() {
 		for _, msg := range req.Messages {
-			if msg.Role == role && strings.Contains(msg.Content, s) {
+			if msg.Role == string(role) && strings.Contains(msg.Content, s) {
 				return true
 			}
 		}
@@ -251,8 +245,8 @@ type clock struct{ skip atomic.Int64 }
 func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.skip.Load())) }
 func (c *clock) Advance(d time.Duration) { c.skip.Add(int64(d)) }
 
-// harness is a bot on a real bbolt store with a recording platform and the real agent
-// driven by a scripted model. Made with newHarness it must live in a synctest bubble.
+// harness is a bot on a real bbolt store with a recording platform and the real agent,
+// whose real model client talks to llmtest's scripted server. Made with newHarness it must live in a synctest bubble.
 type harness struct {
 	t     *testing.T
 	path  string
@@ -260,7 +254,7 @@ type harness struct {
 	cfg   bot.Config
 	plat  *recorder
 	model *model
-	// llm, if set, is the agent's model instead of the scripted one.
+	// llm, if set, is the agent's model instead of model's client.
 	llm   agent.Model
 	tools []agent.Tool
 	clock *clock
@@ -273,13 +267,13 @@ func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
 	return newHarnessWith(t, cfg, nil, tools...)
 }
 
-// newHarnessWith makes a harness whose agent consults llm (the scripted model if nil).
-func newHarnessWith(t *testing.T, cfg bot.Config, llm agent.Model, tools ...agent.Tool) *harness {
+// newHarnessWith makes a harness whose agent consults m (the in-process server if nil).
+func newHarnessWith(t *testing.T, cfg bot.Config, m agent.Model, tools ...agent.Tool) *harness {
 	t.Helper()
 	if cfg.EditInterval == 0 {
 		cfg.EditInterval = bot.Duration(time.Second)
 	}
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: &model{}, llm: llm, tools: tools, clock: &clock{}}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: newModel(t), llm: m, tools: tools, clock: &clock{}}
 	h.open()
 	t.Cleanup(h.close)
 	return h
@@ -292,7 +286,7 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatalf("open store: %v", err)
 	}
-	var m agent.Model = h.model
+	var m agent.Model = h.model.client
 	if h.llm != nil {
 		m = h.llm
 	}

@@ -111,7 +111,7 @@ func TestGoalQueuedBehindActiveRun(t *testing.T) {
 		if len(notices) != 1 || !strings.Contains(notices[0].msg.Text, "Queued bob's request") {
 			t.Fatalf("notices = %+v, want the thread told of the queued goal", notices)
 		}
-		if n := len(h.model.reqs); n != 1 {
+		if n := len(h.model.requests()); n != 1 {
 			t.Fatalf("model consulted %d times before the first run went on, want 1", n)
 		}
 
