@@ -30,11 +30,18 @@ type daemon struct {
 
 func startDaemon(t *testing.T, dir string) *daemon {
 	t.Helper()
+	return startDaemonOn(t, dir, "127.0.0.1:0")
+}
+
+// startDaemonOn is startDaemon with the console on a given address, so a restarted daemon
+// can serve the pages a browser still has open.
+func startDaemonOn(t *testing.T, dir, webAddr string) *daemon {
+	t.Helper()
 	logs := &bytes.Buffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, logs
 	m.Getenv = func(string) string { return "" }
-	args := []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", "127.0.0.1:0", "-admin", "127.0.0.1:0"}
+	args := []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", webAddr, "-admin", "127.0.0.1:0"}
 	if err := m.ParseFlags(context.Background(), args); err != nil {
 		t.Fatal(err)
 	}
