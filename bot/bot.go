@@ -147,8 +147,9 @@ func (b *Bot) Start(ctx context.Context) error {
 }
 
 // Stop stops taking events, interrupts the runs (each saves its state and resumes in the
-// next process), waits for them, and gives the dispatcher until ctx ends to send what is
-// ready. The store stays open: it belongs to the caller.
+// next process), waits for them, and gives the dispatcher until ctx ends to empty the
+// outbox, paced as always. What is left is sent by the next process. The store stays open:
+// it belongs to the caller.
 func (b *Bot) Stop(ctx context.Context) error {
 	b.mu.Lock()
 	if b.stopped {

@@ -258,8 +258,8 @@ func (b *Bot) cancelInTx(tx Tx, rec *RunRecord, reason string, now time.Time) er
 	return b.transition(tx, rec, prev)
 }
 
-// closeApprovals settles the run's pending approvals as status (the run was cancelled) and
-// queues the edit of their cards.
+// closeApprovals settles the run's pending approvals as status, since the run ended without
+// them, and queues the edit of their cards.
 func (b *Bot) closeApprovals(tx Tx, rec *RunRecord, status ApprovalStatus, now time.Time) error {
 	aps, err := tx.Approvals(rec.ID)
 	if err != nil {

@@ -318,6 +318,9 @@ func (b *Bot) failRun(ctx context.Context, id string) error {
 		rec.State.Status, rec.State.Pause = agent.StatusFailed, nil
 		rec.State.Error = "loopbot hit an internal error and stopped this run."
 		rec.Status = agent.StatusFailed
+		if err := b.closeApprovals(tx, rec, ApprovalCancelled, b.stamp()); err != nil {
+			return err
+		}
 		return b.transition(tx, rec, prev)
 	})
 	if err != nil {
