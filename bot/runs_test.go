@@ -273,3 +273,33 @@ func TestPolicyAndIgnoredEvents(t *testing.T) {
 		}
 	})
 }
+
+func TestRunThatCannotBeAdvancedFails(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{})
+		// A state written by a newer loopbot: the loop refuses it rather than misread it.
+		err := h.db.Update(context.Background(), func(tx bot.Tx) error {
+			st := agent.NewState("future", "from the future", nil, time.Now())
+			st.Version = agent.StateVersion + 1
+			if err := tx.PutRun(&bot.RunRecord{ID: "future", Thread: thread, Requester: ann, Status: agent.StatusQueued, State: st}); err != nil {
+				return err
+			}
+			return tx.PutConversation(&bot.Conversation{Thread: thread, Runs: []string{"future"}, Active: "future"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.model.add(say("Queued goal answered."))
+		h.mention(bob, "a goal queued behind it")
+		h.settle()
+
+		h.wantStatus("future", agent.StatusFailed)
+		failures := h.plat.sent(bot.KindFailure)
+		if len(failures) != 1 || !strings.Contains(failures[0].msg.Text, "internal error") {
+			t.Errorf("failure messages = %+v, want one about an internal error", failures)
+		}
+		if answers := h.plat.sent(bot.KindAnswer); len(answers) != 1 {
+			t.Errorf("the goal queued behind the failed run got %d answers, want 1", len(answers))
+		}
+	})
+}
