@@ -81,9 +81,10 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			next = t
 		}
 	}
-	held := map[string]bool{}
+	held, seen := map[string]bool{}, map[string]bool{}
 	for _, it := range items {
 		key := it.Thread.Platform + "/" + it.Thread.Channel
+		seen[key] = true
 		if held[key] || ctx.Err() != nil {
 			left++
 			continue
@@ -111,6 +112,14 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			held[key] = true
 			waitFor(ch.notBefore)
 			left++
+		}
+	}
+	// Forget channels with nothing to send and nothing to wait for, so a bot that has
+	// talked in many channels keeps pacing state only for the busy ones.
+	now := time.Now()
+	for key, ch := range channels {
+		if !seen[key] && !now.Before(ch.notBefore) && ch.limiter.TokensAt(now) >= 1 {
+			delete(channels, key)
 		}
 	}
 	return next, left
