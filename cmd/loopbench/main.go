@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// options are the sizes the scenarios run at, set by flags.
+type options struct {
+	stepRuns    int
+	stepSteps   int
+	promptSteps int
+	outputKB    int
+	chatSteps   int
+	chatLatency time.Duration
+}
+
+// figure is one measured value: Key names it in the JSON line, Note says in the table how
+// it was measured, so the table can be read without this source.
+type figure struct {
+	Key   string
+	Value float64
+	Unit  string
+	Note  string
+}
+
+// scenario is one measurement. run returns its figures or an error when the scenario could
+// not run as designed (a run that did not complete, a store that would not open), since a
+// figure from a broken run would mislead.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, o options) ([]figure, error)
+}
+
+// scenarios are all the measurements, in the order they run and print.
+var scenarios = []scenario{
+	{name: "step", run: stepOverhead},
+	{name: "prompt", run: promptTokenRatio},
+	{name: "chat", run: chatCalls},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loopbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("loopbench", flag.ContinueOnError)
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	pick := fs.String("scenarios", strings.Join(names, ","), "comma-separated scenarios to run: "+strings.Join(names, ", "))
+	var o options
+	fs.IntVar(&o.stepRuns, "step-runs", 20, "step: runs to measure")
+	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
+	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
+	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
+	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
+	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.chatSteps < 1 || o.chatLatency < 0 {
+		return fmt.Errorf("sizes must be positive")
+	}
+	chosen, err := choose(*pick)
+	if err != nil {
+		return err
+	}
+
+	var figs []figure
+	for _, s := range chosen {
+		fmt.Fprintf(os.Stderr, "loopbench: running %s\n", s.name)
+		f, err := s.run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s.name, err)
+		}
+		figs = append(figs, f...)
+	}
+	return report(out, figs)
+}
+
+// choose returns the scenarios named in a comma-separated list, in table order.
+func choose(list string) ([]scenario, error) {
+	want := map[string]bool{}
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []scenario
+	for _, s := range scenarios {
+		if want[s.name] {
+			out = append(out, s)
+			delete(want, s.name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown scenario %q", n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenario chosen")
+	}
+	return out, nil
+}
+
+// report prints the table and then the JSON object, which must stay the last line.
+func report(out io.Writer, figs []figure) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tUNIT\tNOTE")
+	values := make(map[string]float64, len(figs))
+	for _, f := range figs {
+		fmt.Fprintf(tw, "%s\t%.4g\t%s\t%s\n", f.Key, f.Value, f.Unit, f.Note)
+		values[f.Key] = f.Value
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("print table: %w", err)
+	}
+	line, err := json.Marshal(values)
+	if err != nil {
+		return fmt.Errorf("encode figures: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "%s\n", line)
+	return err
+}
