@@ -32,6 +32,8 @@ type Bot struct {
 	log       *slog.Logger
 	newID     func() string
 	redactor  *Redactor
+	// decided is told of every stored approval decision (WithDecisionHook).
+	decided func(outcome ApprovalStatus, wait time.Duration)
 
 	// wakeRuns and wakeOutbox nudge the scheduler and the dispatcher; both are buffered with
 	// room for one, so a nudge never blocks and many nudges fold into one pass.
@@ -66,6 +68,13 @@ func WithClock(now func() time.Time) Option { return func(b *Bot) { b.now = now 
 
 // WithLogger sets the logger for the details a chat user never sees.
 func WithLogger(l *slog.Logger) Option { return func(b *Bot) { b.log = l } }
+
+// WithDecisionHook sets a function told of every approval decision after it is stored:
+// approved, rejected or expired, and how long the request waited. The command feeds its
+// metrics from it. It is called outside any transaction and must not block.
+func WithDecisionHook(fn func(outcome ApprovalStatus, wait time.Duration)) Option {
+	return func(b *Bot) { b.decided = fn }
+}
 
 // WithIDs sets the generator of run, approval and button IDs. IDs must be unique, opaque
 // and at most 64 characters, so that they fit a Slack action value and a Discord custom_id.
@@ -113,6 +122,9 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	}
 	for _, o := range opts {
 		o(b)
+	}
+	if b.decided == nil {
+		b.decided = func(ApprovalStatus, time.Duration) {}
 	}
 	b.redactor = NewRedactor(b.cfg.Redact)
 	return b, nil

@@ -36,9 +36,9 @@ func (b *Bot) sweep(ctx context.Context) {
 // expireApprovals turns every pending approval past its deadline into a rejection with the
 // reason "approval expired", in one transaction, and wakes the runs that can go on.
 func (b *Bot) expireApprovals(ctx context.Context) error {
-	n := 0
+	var waits []time.Duration
 	err := b.store.Update(ctx, func(tx Tx) error {
-		n = 0
+		waits = waits[:0]
 		pending, err := tx.Approvals("")
 		if err != nil {
 			return err
@@ -48,7 +48,7 @@ func (b *Bot) expireApprovals(ctx context.Context) error {
 			if ap.Status != ApprovalPending || now.Before(ap.ExpiresAt) {
 				continue
 			}
-			n++
+			waits = append(waits, now.Sub(ap.CreatedAt))
 			ap.Status, ap.DecidedAt, ap.Reason = ApprovalExpired, now, expiredReason
 			if err := tx.PutApproval(ap); err != nil {
 				return err
@@ -81,7 +81,10 @@ func (b *Bot) expireApprovals(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("expire approvals: %w", err)
 	}
-	if n > 0 {
+	for _, w := range waits {
+		b.decided(ApprovalExpired, w)
+	}
+	if n := len(waits); n > 0 {
 		b.log.Info("approvals expired", "count", n)
 		b.poke(b.wakeRuns)
 		b.poke(b.wakeOutbox)

@@ -343,8 +343,9 @@ func (b *Bot) resume(ctx context.Context, who User, act *Action) (Result, error)
 func (b *Bot) decide(ctx context.Context, who User, act *Action) (Result, error) {
 	approve := act.Kind == ActionApprove
 	res := Result{RunID: act.RunID}
+	var decided *Approval
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res.Notice = ""
+		res.Notice, decided = "", nil
 		ap, err := tx.Approval(act.ApprovalID)
 		if err != nil {
 			return err
@@ -378,6 +379,7 @@ func (b *Bot) decide(ctx context.Context, who User, act *Action) (Result, error)
 		if err := tx.PutApproval(ap); err != nil {
 			return err
 		}
+		decided = ap
 		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: string(act.Kind), RunID: rec.ID, ApprovalID: ap.ID,
 			CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash}); err != nil {
 			return err
@@ -387,6 +389,9 @@ func (b *Bot) decide(ctx context.Context, who User, act *Action) (Result, error)
 		}
 		return b.transition(tx, rec, prev)
 	})
+	if err == nil && decided != nil {
+		b.decided(decided.Status, decided.DecidedAt.Sub(decided.CreatedAt))
+	}
 	return res, err
 }
 

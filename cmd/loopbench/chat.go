@@ -82,7 +82,9 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	}
 
 	calls, edits := plat.counts(editInterval)
-	note := "recording bot.Platform, not Slack Web API calls through adapters/slack"
+	// The issue asks for Slack Web API calls through adapters/slack against a fake Slack;
+	// that package has no importable fake yet, so the bot talks to a recording platform.
+	note := "recording bot.Platform, not Slack Web API calls (adapters/slack has no importable fake Slack)"
 	return []figure{
 		{Key: "chat_calls", Value: float64(calls), Unit: "calls",
 			Note: fmt.Sprintf("platform calls for one run of %d steps at %s model latency, EditInterval %s; %s", o.chatSteps, o.chatLatency, editInterval, note)},

@@ -92,7 +92,10 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}
 	bcfg := cfg.Bot
 	bcfg.Redact = append(bcfg.Redact, secretValues(cfg)...)
-	s.bot, err = bot.New(bcfg, s.db, ag, platforms, bot.WithLogger(log))
+	s.bot, err = bot.New(bcfg, s.db, ag, platforms, bot.WithLogger(log),
+		bot.WithDecisionHook(func(outcome bot.ApprovalStatus, wait time.Duration) {
+			met.approvals.WithLabelValues(string(outcome)).Observe(wait.Seconds())
+		}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestChoose(t *testing.T) {
+	tests := []struct {
+		list    string
+		want    []string
+		wantErr bool
+	}{
+		{list: "step,prompt,chat", want: []string{"step", "prompt", "chat"}},
+		{list: "chat, step", want: []string{"step", "chat"}},
+		{list: "prompt,,prompt", want: []string{"prompt"}},
+		{list: "step,nope", wantErr: true},
+		{list: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := choose(tt.list)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("choose(%q) error = %v, want error %v", tt.list, err, tt.wantErr)
+			continue
+		}
+		var names []string
+		for _, s := range got {
+			names = append(names, s.name)
+		}
+		if !slices.Equal(names, tt.want) {
+			t.Errorf("choose(%q) = %v, want %v", tt.list, names, tt.want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []time.Duration
+		want time.Duration
+	}{
+		{in: nil, want: 0},
+		{in: []time.Duration{5}, want: 5},
+		{in: []time.Duration{9, 1, 5}, want: 5},
+		{in: []time.Duration{8, 2, 4, 6}, want: 5},
+	}
+	for _, tt := range tests {
+		if got := median(slices.Clone(tt.in)); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRecorderCounts(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tests := []struct {
+		name      string
+		calls     []platformCall
+		wantCalls int
+		wantMax   int
+	}{
+		{name: "none", wantCalls: 0, wantMax: 0},
+		{name: "paced a second apart", calls: []platformCall{
+			{kind: "post", channel: "C1", at: at(0)},
+			{kind: "update", channel: "C1", at: at(0)},
+			{kind: "update", channel: "C1", at: at(1000)},
+			{kind: "update", channel: "C1", at: at(2000)},
+		}, wantCalls: 4, wantMax: 1},
+		{name: "burst in one channel", calls: []platformCall{
+			{kind: "update", channel: "C1", at: at(0)},
+			{kind: "update", channel: "C1", at: at(400)},
+			{kind: "update", channel: "C1", at: at(999)},
+			{kind: "update", channel: "C1", at: at(1500)},
+		}, wantCalls: 4, wantMax: 3},
+		{name: "channels counted apart", calls: []platformCall{
+			{kind: "update", channel: "C1", at: at(0)},
+			{kind: "update", channel: "C2", at: at(10)},
+			{kind: "notify", channel: "C1", at: at(20)},
+		}, wantCalls: 3, wantMax: 1},
+	}
+	for _, tt := range tests {
+		r := &recorder{calls: tt.calls}
+		calls, most := r.counts(time.Second)
+		if calls != tt.wantCalls || most != tt.wantMax {
+			t.Errorf("%s: counts = %d, %d; want %d, %d", tt.name, calls, most, tt.wantCalls, tt.wantMax)
+		}
+	}
+}
+
+func TestReportEndsWithJSON(t *testing.T) {
+	var out bytes.Buffer
+	figs := []figure{
+		{Key: "a_us", Value: 12.5, Unit: "µs", Note: "first"},
+		{Key: "b_ratio", Value: 0.25, Unit: "ratio", Note: "second"},
+	}
+	if err := report(&out, figs); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
+	}
+	if len(got) != 2 || got["a_us"] != 12.5 || got["b_ratio"] != 0.25 {
+		t.Errorf("last line = %v, want both figures", got)
+	}
+	if len(lines) != 4 || !strings.Contains(lines[1], "a_us") || !strings.Contains(lines[2], "b_ratio") {
+		t.Errorf("table = %q, want a header and one row per figure", lines[:len(lines)-1])
+	}
+}
+
+// TestScenariosRunSmall runs every scenario at a small size: each must complete its runs
+// and report the keys it promises. It checks no speed, only that the measurement works.
+func TestScenariosRunSmall(t *testing.T) {
+	var out bytes.Buffer
+	args := []string{"-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms"}
+	if err := run(t.Context(), args, &out); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
+	}
+	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s"} {
+		if _, ok := got[key]; !ok {
+			t.Errorf("figures %v lack %s", got, key)
+		}
+	}
+	// Four 1 KB outputs fit any budget, so context management changes nothing here.
+	if r := got["prompt_token_ratio"]; r != 1 {
+		t.Errorf("prompt_token_ratio = %v, want 1 for a task that fits the budget", r)
+	}
+	if got["chat_calls"] < 2 {
+		t.Errorf("chat_calls = %v, want at least a status card and an answer", got["chat_calls"])
+	}
+}
