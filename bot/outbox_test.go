@@ -157,8 +157,11 @@ func TestFailingPlatformBacksOffThenDrops(t *testing.T) {
 				edits++
 			}
 		}
-		if edits != 1 {
-			t.Errorf("%d edits of a card the platform refused for good, want 1", edits)
+		// The card is edited at most once: a permanent refusal is dropped, never retried. (It
+		// may not be edited at all when the run finished before the card was first posted,
+		// since the card is rendered from the latest state.)
+		if edits > 1 {
+			t.Errorf("%d edits of a card the platform refused for good, want at most 1", edits)
 		}
 	})
 }
