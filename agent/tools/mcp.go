@@ -169,6 +169,11 @@ func (m *Manager) supervise(ctx context.Context, s *mcpServer) {
 	first := true
 	for {
 		err := m.connect(ctx, s)
+		if err != nil {
+			// Recorded before ready is closed, so Start's callers (loopbot check) see why
+			// a server that never came up is down.
+			s.setDown(err)
+		}
 		if first {
 			close(s.ready)
 			first = false
@@ -178,8 +183,8 @@ func (m *Manager) supervise(ctx context.Context, s *mcpServer) {
 			log.Info("mcp server up")
 			m.changed(s, true)
 			err = s.wait(ctx)
+			s.setDown(err)
 		}
-		s.setDown(err)
 		if ctx.Err() != nil {
 			return
 		}
