@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,72 +66,8 @@ func (d *daemon) close() {
 
 func (d *daemon) console() string { return "http://" + d.m.srv.webAddr }
 
-// post sends a console API request as a browser page would.
-func (d *daemon) post(path string, body map[string]string) map[string]any {
-	d.t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", d.console()+path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Loopbot", "1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		d.t.Fatalf("POST %s: %s: %s", path, resp.Status, raw)
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		d.t.Fatalf("POST %s: %v: %s", path, err, raw)
-	}
-	return out
-}
-
-// waitFor reads the thread's event stream until a message's HTML matches re, and returns the
-// match. The stream pushes every change, so nothing polls.
-func (d *daemon) waitFor(thread string, re *regexp.Regexp) []string {
-	d.t.Helper()
-	// A console that was just restarted learns of the thread when the bot re-sends its cards;
-	// the list of threads on the general stream says when that happened.
-	d.stream("", func(data string) bool { return strings.Contains(data, `"`+thread+`"`) })
-	var match []string
-	d.stream(thread, func(data string) bool {
-		var msg struct{ HTML string }
-		if json.Unmarshal([]byte(data), &msg) == nil {
-			match = re.FindStringSubmatch(msg.HTML)
-		}
-		return match != nil
-	})
-	return match
-}
-
-// stream reads the console's event stream (of one thread, or the general one) until done
-// says a data line is what the test waits for.
-func (d *daemon) stream(thread string, done func(data string) bool) {
-	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", d.console()+"/api/events?user=ann&thread="+thread, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		d.t.Fatalf("event stream of thread %q: %s: %s", thread, resp.Status, body)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok && done(line) {
-			return
-		}
-	}
-	d.t.Fatalf("the console's stream of thread %q ended before what the test waits for (%v)\nlogs:\n%s", thread, sc.Err(), d.logs)
-}
+// client drives the daemon's console as a browser page would.
+func (d *daemon) client() consoleClient { return consoleClient{t: d.t, url: d.console(), logs: d.logs} }
 
 var approveButton = regexp.MustCompile(`data-action="([^"]+)"[^>]*>Approve`)
 
@@ -145,27 +79,27 @@ func uuid(n int) string { return fmt.Sprintf("req-%08d-%d", n, time.Now().UnixNa
 func TestDemoEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir)
-	res := d.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": "write a report on the workspace"})
+	res := d.client().post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": "write a report on the workspace"})
 	thread := res["thread"].(string)
-	m := d.waitFor(thread, approveButton)
+	m := d.client().waitFor(thread, approveButton)
 	approveID := m[1]
 
 	// Restart while the approval is pending. The new process shows the pending card again.
 	d.close()
 	d = startDaemon(t, dir)
-	if m := d.waitFor(thread, approveButton); m[1] != approveID {
+	if m := d.client().waitFor(thread, approveButton); m[1] != approveID {
 		t.Fatalf("after the restart the card's button is %q, want %q", m[1], approveID)
 	}
-	res = d.post("/api/actions", map[string]string{"id": uuid(2), "user": "ann", "action": approveID, "thread": thread})
+	res = d.client().post("/api/actions", map[string]string{"id": uuid(2), "user": "ann", "action": approveID, "thread": thread})
 	if n, _ := res["notice"].(string); n != "" {
 		t.Fatalf("approving after the restart was refused: %q", n)
 	}
 	// A second click changes nothing and says why.
-	res = d.post("/api/actions", map[string]string{"id": uuid(3), "user": "ann", "action": approveID, "thread": thread})
+	res = d.client().post("/api/actions", map[string]string{"id": uuid(3), "user": "ann", "action": approveID, "thread": thread})
 	if n, _ := res["notice"].(string); !strings.Contains(n, "Already approved") {
 		t.Errorf("second click notice = %q", n)
 	}
-	d.waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
+	d.client().waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
 	admin := "http://" + d.m.srv.adminAddr
 	if body := get(t, admin+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %q", body)

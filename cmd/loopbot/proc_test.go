@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -195,9 +196,10 @@ func (p *loopbotProc) terminate(limit time.Duration) time.Duration {
 
 // consoleClient drives a console's JSON API and event stream over HTTP as a browser does.
 type consoleClient struct {
-	t    *testing.T
-	url  string
-	logs *logBuffer
+	t   *testing.T
+	url string
+	// logs are the daemon's, shown when a wait fails.
+	logs fmt.Stringer
 }
 
 func (c consoleClient) post(path string, body map[string]string) map[string]any {
