@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,16 +20,11 @@ import (
 // client, and counts what the bot asked of the platform: every call, and the most edits to
 // one channel within any second, which the bot's EditInterval pacing must keep low.
 func chatCalls(ctx context.Context, o options) ([]figure, error) {
-	dir, err := os.MkdirTemp("", "loopbench-chat-")
+	db, closeStore, err := tempStore("loopbench-chat-")
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "bench.db"))
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	defer db.Close()
+	defer closeStore()
 
 	var asked atomic.Int64
 	srv := llmtest.New()

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
 )
 
 // benchThread is where every scenario's runs live.
@@ -63,4 +67,19 @@ func median(ds []time.Duration) time.Duration {
 		return ds[m]
 	}
 	return (ds[m-1] + ds[m]) / 2
+}
+
+// tempStore opens the real bbolt store in a fresh temporary directory; closeStore closes it
+// and removes the directory.
+func tempStore(prefix string) (db *store.DB, closeStore func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("temp dir: %w", err)
+	}
+	db, err = store.Open(filepath.Join(dir, "bench.db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	return db, func() { db.Close(); os.RemoveAll(dir) }, nil
 }

@@ -3,30 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store"
 )
 
 // stepOverhead measures what one step costs the loop itself: the model and the tool answer
 // at once, so the time between two step_started events is prompt building, the tool's
 // bookkeeping and the checkpoints to the real bbolt store.
 func stepOverhead(ctx context.Context, o options) ([]figure, error) {
-	dir, err := os.MkdirTemp("", "loopbench-step-")
+	db, closeStore, err := tempStore("loopbench-step-")
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "bench.db"))
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	defer db.Close()
+	defer closeStore()
 
 	steps := o.stepSteps
 	// The model asks for one call per step, with arguments that differ every time so that
