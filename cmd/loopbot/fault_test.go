@@ -13,6 +13,7 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
 )
 
 // The fault tests run the real binary against the scripted model and break it as the
@@ -22,6 +23,81 @@ import (
 
 // canaryKey is the API key the daemon is given; it must never reach a chat message or a log.
 const canaryKey = "sk-canary-7f3c9e1d2b4a6f8e0c5d"
+
+// invariants is what every fault test asserts once the dust has settled, with the daemon
+// stopped: see check.
+type invariants struct {
+	// db is the database file of the stopped daemon.
+	db string
+	// goals are the texts of the events the platform saw acknowledged (or the console
+	// accepted); each must have started exactly one run.
+	goals []string
+	// shown is everything posted to chat: messages, cards, notices.
+	shown []string
+	// logs is the daemon's log.
+	logs string
+	// secrets must appear in neither shown nor logs; canaryKey always is one.
+	secrets []string
+	// settled, when set, requires every run to have ended (no run left running or queued).
+	settled bool
+}
+
+// nonIdempotent are the tools whose calls must never have run more than once.
+var nonIdempotent = map[string]bool{"shell": true, "write_file": true}
+
+// check opens the database and asserts the invariants of the fault suite: the file passes
+// bbolt's check; every acknowledged goal has exactly one run (none lost, none doubled); every
+// run is in a legal state, with calls that agree with it; no non-idempotent call ran twice;
+// no secret was posted or logged. It returns the runs for the test's own assertions.
+func (inv invariants) check(t *testing.T) []*bot.RunRecord {
+	t.Helper()
+	runs := savedRuns(t, inv.db)
+	for _, g := range inv.goals {
+		n := 0
+		for _, r := range runs {
+			if r.State != nil && r.State.Goal == g {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("goal %q has %d runs, want exactly 1", g, n)
+		}
+	}
+	for _, r := range runs {
+		if r.State == nil {
+			t.Errorf("run %s has no state", r.ID)
+			continue
+		}
+		if !r.Status.Valid() || r.Status != r.State.Status {
+			t.Errorf("run %s: record status %q, state status %q: want one legal status", r.ID, r.Status, r.State.Status)
+		}
+		ended := r.Status.Terminal()
+		if inv.settled && !ended {
+			t.Errorf("run %s is still %s, want it ended", r.ID, r.Status)
+		}
+		for _, c := range r.State.Calls {
+			if nonIdempotent[c.Name] && c.Attempts > 1 {
+				t.Errorf("run %s: %s call %s ran %d times", r.ID, c.Name, c.ID, c.Attempts)
+			}
+			if ended && (c.Status == agent.CallStarted || c.Status == agent.CallAwaitingApproval) {
+				t.Errorf("run %s is %s but call %s (%s) is still %s", r.ID, r.Status, c.ID, c.Name, c.Status)
+			}
+		}
+		if r.Status == agent.StatusAwaitingApproval && r.State.Pause == nil {
+			t.Errorf("run %s awaits approval with no pause recorded", r.ID)
+		}
+	}
+	shown := strings.Join(inv.shown, "\n")
+	for _, s := range append([]string{canaryKey}, inv.secrets...) {
+		if strings.Contains(shown, s) {
+			t.Errorf("secret %q was posted to chat", s)
+		}
+		if strings.Contains(inv.logs, s) {
+			t.Errorf("secret %q is in the daemon's log", s)
+		}
+	}
+	return runs
+}
 
 // faultSetup is a temporary directory with a config file for the binary and the environment
 // that points it at a scripted model.
@@ -92,17 +168,11 @@ func TestFaultKill9WhileApprovalPending(t *testing.T) {
 	stopped := p.terminate(25 * time.Second)
 	t.Logf("whole test %s, SIGTERM to exit %s", time.Since(start).Round(time.Millisecond), stopped.Round(time.Millisecond))
 
-	if strings.Contains(shown, "sk-canary") {
-		t.Errorf("the API key was posted to the thread:\n%s", shown)
-	}
-	if strings.Contains(logs.String(), "sk-canary") {
-		t.Errorf("the API key is in the daemon's log:\n%s", logs)
-	}
 	if n := len(model.Requests()); n != 2 {
 		t.Errorf("the model was asked %d times, want 2 (the tool call, then the answer)", n)
 	}
 
-	runs := savedRuns(t, s.db)
+	runs := invariants{db: s.db, goals: []string{"write out.txt"}, shown: []string{shown}, logs: logs.String(), settled: true}.check(t)
 	if len(runs) != 1 {
 		t.Fatalf("%d runs saved, want 1: %+v", len(runs), runs)
 	}
@@ -178,10 +248,11 @@ func TestFaultSIGTERMMidRun(t *testing.T) {
 
 	p = startLoopbot(t, bin, s.config, s.env, logs)
 	c.waitFor(thread, regexp.MustCompile(`Resumed and finished\.`))
+	shown := c.threadText(thread)
 	p.terminate(25 * time.Second)
 	t.Logf("whole test %s, SIGTERM mid-run to exit %s", time.Since(start).Round(time.Millisecond), stopped.Round(time.Millisecond))
 
-	runs = savedRuns(t, s.db)
+	runs = invariants{db: s.db, goals: []string{"think hard"}, shown: []string{shown}, logs: logs.String(), settled: true}.check(t)
 	if len(runs) != 1 {
 		t.Fatalf("after the restart %d runs saved, want 1: %+v", len(runs), runs)
 	}
@@ -190,8 +261,5 @@ func TestFaultSIGTERMMidRun(t *testing.T) {
 	}
 	if n := len(model.Requests()); n != 2 {
 		t.Errorf("the model was asked %d times, want 2 (the interrupted call, then the resumed one)", n)
-	}
-	if strings.Contains(logs.String(), "sk-canary") {
-		t.Errorf("the API key is in the daemon's log:\n%s", logs)
 	}
 }
