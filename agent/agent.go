@@ -14,7 +14,8 @@ import (
 // Hooks are the per-run callbacks of Run.
 type Hooks struct {
 	// Checkpoint saves the state. It is called before any tool with side effects runs (so the
-	// intent is durable), after every step, and when the run pauses or ends. An error stops
+	// intent is durable), after every step (once, after the results, when the step's calls are
+	// all idempotent and need no person), and when the run pauses or ends. An error stops
 	// the run: a loop that cannot save must not act.
 	Checkpoint func(ctx context.Context, st *State) error
 	// Observer sees every transition; nil ignores them.
@@ -270,7 +271,28 @@ func (r *runner) step(ctx, wctx context.Context) error {
 		st.Calls = append(st.Calls, r.assess(*tc))
 	}
 	st.Messages = append(st.Messages, msg)
+	if r.onlyIdempotentReady() {
+		// Nothing of this step needs to be on disk before its calls run: a crash before
+		// the step's next checkpoint costs one model call again, never an effect twice.
+		return nil
+	}
 	return r.save(ctx)
+}
+
+// onlyIdempotentReady reports whether every call of the current step is ready to run at once
+// and is idempotent, so that the checkpoint after their results is the only one needed.
+func (r *runner) onlyIdempotentReady() bool {
+	for i := range r.st.Calls {
+		c := &r.st.Calls[i]
+		if c.Reported {
+			continue
+		}
+		reg := r.a.tools[c.Name]
+		if c.Status != CallReady || reg == nil || !reg.info.Idempotent {
+			return false
+		}
+	}
+	return true
 }
 
 // emptyReply handles a reply with neither text nor tool calls: it counts as a failure and the

@@ -578,3 +578,37 @@ func TestNewRejectsBadTools(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointsPerStep pins down how often a run hits the store: a step whose calls are all
+// idempotent and need no person is saved once, after its results; a step with a call that has
+// effects is also saved when the model asks for it and around the call, so that its intent
+// and its outcome are durable.
+func TestCheckpointsPerStep(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		idempotent bool
+		want       int
+	}{
+		// Three steps of one call each, then the answer: a save after each step's results
+		// and one when the run completes.
+		{name: "idempotent", idempotent: true, want: 4},
+		// Each step is saved four times: the model's request, the call's intent before it
+		// runs, its result as soon as it returns (the step's save may wait on a sanity
+		// check), and the step's own save.
+		{name: "with effects", idempotent: false, want: 3*4 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := &fakeTool{name: "touch", risk: agent.RiskSafe, idempotent: tc.idempotent}
+			llm := newLLM(t, calls(call("touch", `{"q":"1"}`)), calls(call("touch", `{"q":"2"}`)), calls(call("touch", `{"q":"3"}`)), text("done"))
+			r := newRun(t, newAgent(t, llm.model, agent.Config{}, []agent.Tool{tool}), "touch three times")
+			r.advance()
+			r.wantStatus(agent.StatusCompleted)
+			if got := len(r.saves); got != tc.want {
+				t.Errorf("%d checkpoints, want %d", got, tc.want)
+			}
+			if n := tool.calls.Load(); n != 3 {
+				t.Errorf("the tool ran %d times, want 3", n)
+			}
+		})
+	}
+}
