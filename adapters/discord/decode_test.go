@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -19,17 +20,17 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 func TestDecodeInteraction(t *testing.T) {
-	dm := SlashPayload("1001", "t", "42", "", "loopbot", GoalOption("in a dm"))
+	dm := discordfake.SlashPayload("1001", "t", "42", "", "loopbot", discordfake.GoalOption("in a dm"))
 	delete(dm, "guild_id")
 	delete(dm, "member")
 	dm["user"] = map[string]any{"id": "77", "username": "dmuser", "global_name": "DM User"}
 	dm["channel"] = map[string]any{"id": "42", "type": 1}
-	other := SlashPayload("1002", "t", fakeChannel, "", "someone-elses")
-	select_ := ButtonPayload("1003", "t", "700", fakeChannel, "701", "x", "5")
+	other := discordfake.SlashPayload("1002", "t", discordfake.Channel, "", "someone-elses")
+	select_ := discordfake.ButtonPayload("1003", "t", "700", discordfake.Channel, "701", "x", "5")
 	select_["data"] = map[string]any{"custom_id": "menu", "component_type": 3, "values": []string{"a"}}
-	noChannel := ButtonPayload("1004", "t", "700", fakeChannel, "701", "abc", "5")
+	noChannel := discordfake.ButtonPayload("1004", "t", "700", discordfake.Channel, "701", "abc", "5")
 	delete(noChannel, "channel")
-	botUser := ButtonPayload("1005", "t", "700", fakeChannel, "701", "abc", "5")
+	botUser := discordfake.ButtonPayload("1005", "t", "700", discordfake.Channel, "701", "abc", "5")
 	botUser["member"] = map[string]any{"user": map[string]any{"id": "5", "username": "otherbot", "bot": true}}
 	tests := []struct {
 		name    string
@@ -38,30 +39,30 @@ func TestDecodeInteraction(t *testing.T) {
 		private bool
 		err     error
 	}{
-		{name: "start in a channel", payload: SlashPayload("1000", "t", fakeChannel, "", "loopbot", GoalOption("  do it  ")),
-			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "do it", User: bot.User{ID: fakeUserID, Name: "Alice"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel}}},
-		{name: "start in a thread", payload: SlashPayload("1000", "t", "700", fakeChannel, "loopbot", GoalOption("more")),
-			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "more", User: bot.User{ID: fakeUserID, Name: "Alice"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "700"}}},
+		{name: "start in a channel", payload: discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot", discordfake.GoalOption("  do it  ")),
+			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "do it", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel}}},
+		{name: "start in a thread", payload: discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot", discordfake.GoalOption("more")),
+			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "more", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"}}},
 		{name: "start in a DM", payload: dm,
 			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1001", Text: "in a dm", User: bot.User{ID: "77", Name: "DM User"},
 				Thread: bot.ThreadRef{Platform: "discord", Channel: "42", Thread: "42"}}},
-		{name: "cancel in a thread", payload: SlashPayload("1000", "t", "700", fakeChannel, "loopbot-cancel"), private: true,
-			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandCancel, ID: "1000", User: bot.User{ID: fakeUserID, Name: "Alice"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "700"}}},
-		{name: "status in a channel", payload: SlashPayload("1000", "t", fakeChannel, "", "loopbot-status"), private: true,
-			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStatus, ID: "1000", User: bot.User{ID: fakeUserID, Name: "Alice"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: fakeChannel}}},
-		{name: "button", payload: ButtonPayload("1000", "t", "700", fakeChannel, "701", "opaque", "5"),
+		{name: "cancel in a thread", payload: discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot-cancel"), private: true,
+			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandCancel, ID: "1000", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"}}},
+		{name: "status in a channel", payload: discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot-status"), private: true,
+			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStatus, ID: "1000", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: discordfake.Channel}}},
+		{name: "button", payload: discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "opaque", "5"),
 			want: bot.Event{Kind: bot.EventAction, ActionID: "opaque", ID: "1000", User: bot.User{ID: "5", Name: "user-5"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "700"}}},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"}}},
 		{name: "button without the channel object", payload: noChannel,
 			want: bot.Event{Kind: bot.EventAction, ActionID: "abc", ID: "1004", User: bot.User{ID: "5", Name: "user-5"},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: "700", Thread: "700"}}},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: "700", Thread: "700"}}},
 		{name: "button by a bot", payload: botUser,
 			want: bot.Event{Kind: bot.EventAction, ActionID: "abc", ID: "1005", User: bot.User{ID: "5", Name: "otherbot", Bot: true},
-				Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "700"}}},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"}}},
 		{name: "another app's command", payload: other, err: errIgnored},
 		{name: "select menu", payload: select_, err: errIgnored},
 	}
@@ -107,16 +108,16 @@ func TestDecodeInteractionRejects(t *testing.T) {
 }
 
 func TestDecodeMessage(t *testing.T) {
-	own := MessagePayload("1", fakeChannel, "hi")
-	own["author"] = map[string]any{"id": fakeBotID, "bot": true}
-	otherBot := MessagePayload("1", fakeChannel, "<@"+fakeBotID+"> hi", fakeBotID)
+	own := discordfake.MessagePayload("1", discordfake.Channel, "hi")
+	own["author"] = map[string]any{"id": discordfake.BotID, "bot": true}
+	otherBot := discordfake.MessagePayload("1", discordfake.Channel, "<@"+discordfake.BotID+"> hi", discordfake.BotID)
 	otherBot["author"] = map[string]any{"id": "9", "bot": true}
-	webhook := MessagePayload("1", fakeChannel, "hi")
+	webhook := discordfake.MessagePayload("1", discordfake.Channel, "hi")
 	webhook["webhook_id"] = "5"
-	system := MessagePayload("1", fakeChannel, "hi")
+	system := discordfake.MessagePayload("1", discordfake.Channel, "hi")
 	system["type"] = 18 // thread created
-	noContent := MessagePayload("1", fakeChannel, "")
-	dm := MessagePayload("1", "42", "hello")
+	noContent := discordfake.MessagePayload("1", discordfake.Channel, "")
+	dm := discordfake.MessagePayload("1", "42", "hello")
 	delete(dm, "guild_id")
 	tests := []struct {
 		name      string
@@ -126,10 +127,10 @@ func TestDecodeMessage(t *testing.T) {
 		dm        bool
 		err       error
 	}{
-		{name: "mention", payload: MessagePayload("1", fakeChannel, "<@"+fakeBotID+"> fix <@!"+fakeBotID+"> it", fakeBotID), text: "fix  it", mentioned: true},
-		{name: "plain", payload: MessagePayload("1", fakeChannel, "just talk"), text: "just talk"},
+		{name: "mention", payload: discordfake.MessagePayload("1", discordfake.Channel, "<@"+discordfake.BotID+"> fix <@!"+discordfake.BotID+"> it", discordfake.BotID), text: "fix  it", mentioned: true},
+		{name: "plain", payload: discordfake.MessagePayload("1", discordfake.Channel, "just talk"), text: "just talk"},
 		{name: "dm", payload: dm, text: "hello", dm: true},
-		{name: "bare mention", payload: MessagePayload("1", fakeChannel, "<@"+fakeBotID+">", fakeBotID), mentioned: true},
+		{name: "bare mention", payload: discordfake.MessagePayload("1", discordfake.Channel, "<@"+discordfake.BotID+">", discordfake.BotID), mentioned: true},
 		{name: "own message", payload: own, err: errIgnored},
 		{name: "other bot", payload: otherBot, err: errIgnored},
 		{name: "webhook", payload: webhook, err: errIgnored},
@@ -138,7 +139,7 @@ func TestDecodeMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := decodeMessage(mustJSON(t, tt.payload), fakeBotID)
+			m, err := decodeMessage(mustJSON(t, tt.payload), discordfake.BotID)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("err %v, want %v", err, tt.err)
@@ -148,7 +149,7 @@ func TestDecodeMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.ev.Text != tt.text || m.mentioned != tt.mentioned || m.dm != tt.dm || m.ev.User.ID != fakeUserID {
+			if m.ev.Text != tt.text || m.mentioned != tt.mentioned || m.dm != tt.dm || m.ev.User.ID != discordfake.UserID {
 				t.Errorf("got %+v", m)
 			}
 		})
@@ -157,9 +158,9 @@ func TestDecodeMessage(t *testing.T) {
 
 func FuzzDecodeInteraction(f *testing.F) {
 	for _, p := range []map[string]any{
-		SlashPayload("1000", "t", fakeChannel, "", "loopbot", GoalOption("goal")),
-		SlashPayload("1000", "t", "700", fakeChannel, "loopbot-status"),
-		ButtonPayload("1000", "t", "700", fakeChannel, "701", "opaque", "5"),
+		discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot", discordfake.GoalOption("goal")),
+		discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot-status"),
+		discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "opaque", "5"),
 	} {
 		f.Add(mustJSON(f, p))
 	}
@@ -189,17 +190,17 @@ func FuzzDecodeInteraction(f *testing.F) {
 }
 
 func FuzzDecodeMessage(f *testing.F) {
-	f.Add(mustJSON(f, MessagePayload("1", fakeChannel, "<@"+fakeBotID+"> go", fakeBotID)))
+	f.Add(mustJSON(f, discordfake.MessagePayload("1", discordfake.Channel, "<@"+discordfake.BotID+"> go", discordfake.BotID)))
 	f.Add([]byte(`{"id":"1","channel_id":"2","author":{"id":"3"},"content":"x","type":19}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		m, err := decodeMessage(raw, fakeBotID)
+		m, err := decodeMessage(raw, discordfake.BotID)
 		if err != nil {
 			return
 		}
-		if m.ev.User.ID == fakeBotID || m.ev.User.Bot {
+		if m.ev.User.ID == discordfake.BotID || m.ev.User.Bot {
 			t.Fatal("a bot's message got through")
 		}
-		if strings.Contains(m.ev.Text, "<@"+fakeBotID+">") {
+		if strings.Contains(m.ev.Text, "<@"+discordfake.BotID+">") {
 			t.Fatal("the bot's mention was left in the text")
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
@@ -138,7 +139,7 @@ func (e *e2e) restart(t *testing.T) {
 func (e *e2e) slash(t *testing.T, goal string) (id, thread string) {
 	t.Helper()
 	id, token := e.f.Interaction()
-	e.f.Dispatch(t, "INTERACTION_CREATE", SlashPayload(id, token, fakeChannel, "", "loopbot", GoalOption(goal)))
+	e.f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption(goal)))
 	return id, "orig-" + token
 }
 
@@ -146,7 +147,7 @@ func (e *e2e) slash(t *testing.T, goal string) (id, thread string) {
 func (e *e2e) click(t *testing.T, thread, messageID, customID, userID string) string {
 	t.Helper()
 	id, token := e.f.Interaction()
-	e.f.Dispatch(t, "INTERACTION_CREATE", ButtonPayload(id, token, thread, fakeChannel, messageID, customID, userID))
+	e.f.Dispatch(t, "INTERACTION_CREATE", discordfake.ButtonPayload(id, token, thread, discordfake.Channel, messageID, customID, userID))
 	return token
 }
 
@@ -196,7 +197,7 @@ func receive[T any](t *testing.T, what string, ch <-chan T) T {
 // gate is a model step that marks "model" in the fake's order log, sends the Discord
 // requests made so far on seen, and answers with s only once release is closed: the test
 // sees when the model is consulted and decides when the run moves on.
-func gate(t *testing.T, f *FakeDiscord, seen chan<- []FakeRequest, release <-chan struct{}, s llmtest.Step) llmtest.Step {
+func gate(t *testing.T, f *FakeDiscord, seen chan<- []discordfake.Request, release <-chan struct{}, s llmtest.Step) llmtest.Step {
 	// The handler must not outlive the test's server: end the wait before the server closes
 	// (cleanups run last registered first, and llmtest's server is registered before).
 	done := make(chan struct{})
@@ -213,7 +214,7 @@ func gate(t *testing.T, f *FakeDiscord, seen chan<- []FakeRequest, release <-cha
 }
 
 // embed is the first embed of a message's payload, or nil.
-func embed(m FakeMessage) map[string]any {
+func embed(m discordfake.Message) map[string]any {
 	es, _ := m.Payload["embeds"].([]any)
 	if len(es) == 0 {
 		return nil
@@ -223,7 +224,7 @@ func embed(m FakeMessage) map[string]any {
 }
 
 // buttonIDs maps the labels of a message's buttons to their custom_id.
-func buttonIDs(m FakeMessage) map[string]string {
+func buttonIDs(m discordfake.Message) map[string]string {
 	out := map[string]string{}
 	rows, _ := m.Payload["components"].([]any)
 	for _, r := range rows {
@@ -240,7 +241,7 @@ func buttonIDs(m FakeMessage) map[string]string {
 }
 
 // card finds the message in thread whose embed title satisfies match.
-func (e *e2e) card(thread string, match func(title string) bool) (FakeMessage, bool) {
+func (e *e2e) card(thread string, match func(title string) bool) (discordfake.Message, bool) {
 	for _, m := range e.f.ChannelMessages(thread) {
 		if em := embed(m); em != nil {
 			if title, _ := em["title"].(string); match(title) {
@@ -248,25 +249,25 @@ func (e *e2e) card(thread string, match func(title string) bool) (FakeMessage, b
 			}
 		}
 	}
-	return FakeMessage{}, false
+	return discordfake.Message{}, false
 }
 
 // statusCard is the run's status card in thread: the embed titled with the goal.
-func (e *e2e) statusCard(thread, goal string) (FakeMessage, bool) {
+func (e *e2e) statusCard(thread, goal string) (discordfake.Message, bool) {
 	return e.card(thread, func(title string) bool { return title == goal })
 }
 
 // answer is the first message of thread whose content contains text.
-func (e *e2e) answer(thread, text string) (FakeMessage, bool) {
+func (e *e2e) answer(thread, text string) (discordfake.Message, bool) {
 	for _, m := range e.f.ChannelMessages(thread) {
 		if c, _ := m.Payload["content"].(string); strings.Contains(c, text) {
 			return m, true
 		}
 	}
-	return FakeMessage{}, false
+	return discordfake.Message{}, false
 }
 
-func description(m FakeMessage) string {
+func description(m discordfake.Message) string {
 	d, _ := embed(m)["description"].(string)
 	return d
 }
@@ -274,7 +275,7 @@ func description(m FakeMessage) string {
 // A goal given with /loopbot is acknowledged before the model hears of it, gets a thread,
 // a status card there that is edited in place as the run goes, and the answer.
 func TestE2ESlashCommandRun(t *testing.T) {
-	seen, release := make(chan []FakeRequest, 1), make(chan struct{})
+	seen, release := make(chan []discordfake.Request, 1), make(chan struct{})
 	e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)})
 	e.llm.Push(gate(t, e.f, seen, release, llmtest.Text("The answer is **42**.")))
 	e.start(t)
@@ -283,9 +284,9 @@ func TestE2ESlashCommandRun(t *testing.T) {
 
 	// When the model is first consulted, Discord has had the deferred response.
 	atModel := receive(t, "the model call", seen)
-	cb := Find(atModel, "POST", "/api/v9/interactions/"+id+"/*/callback")
+	cb := discordfake.Find(atModel, "POST", "/api/v9/interactions/"+id+"/*/callback")
 	if len(cb) != 1 || cb[0].Body["type"] != float64(5) {
-		t.Fatalf("Discord requests before the model call:\n%s\nwant the deferred response (type 5) among them", describe(atModel))
+		t.Fatalf("Discord requests before the model call:\n%s\nwant the deferred response (type 5) among them", discordfake.Describe(atModel))
 	}
 	if order := e.f.Order(); slices.Index(order, "callback") < 0 || slices.Index(order, "callback") > slices.Index(order, "model") {
 		t.Errorf("order %v, want the callback before the model", order)
@@ -322,13 +323,13 @@ func TestE2ESlashCommandRun(t *testing.T) {
 	}
 
 	reqs := e.f.Requests()
-	if got := Find(reqs, "POST", "/api/v9/channels/"+fakeChannel+"/messages/"+thread+"/threads"); len(got) != 1 || got[0].Body["name"] != goal {
+	if got := discordfake.Find(reqs, "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/"+thread+"/threads"); len(got) != 1 || got[0].Body["name"] != goal {
 		t.Errorf("thread starts: %+v, want one named after the goal", got)
 	}
-	posts := Find(reqs, "POST", "/api/v9/channels/"+thread+"/messages")
-	edits := Find(reqs, "PATCH", "/api/v9/channels/"+thread+"/messages/"+first.ID)
+	posts := discordfake.Find(reqs, "POST", "/api/v9/channels/"+thread+"/messages")
+	edits := discordfake.Find(reqs, "PATCH", "/api/v9/channels/"+thread+"/messages/"+first.ID)
 	if len(posts) != 2 || len(edits) == 0 {
-		t.Fatalf("in the thread: %d posts (want card and answer) and %d card edits (want some)\n%s", len(posts), len(edits), describe(reqs))
+		t.Fatalf("in the thread: %d posts (want card and answer) and %d card edits (want some)\n%s", len(posts), len(edits), discordfake.Describe(reqs))
 	}
 	for _, r := range append(posts, edits...) {
 		if r.Auth != "Bot test-token" {
@@ -337,10 +338,10 @@ func TestE2ESlashCommandRun(t *testing.T) {
 	}
 	// The card goes out before the answer, and nothing reaches the run's thread through the
 	// interaction's webhook.
-	if p := posts[0]; embed(FakeMessage{Payload: p.Body}) == nil {
+	if p := posts[0]; embed(discordfake.Message{Payload: p.Body}) == nil {
 		t.Errorf("first post in the thread is not the card: %+v", p.Body)
 	}
-	if fu := Find(reqs, "POST", "/api/v9/webhooks/*/*"); len(fu) != 0 {
+	if fu := discordfake.Find(reqs, "POST", "/api/v9/webhooks/*/*"); len(fu) != 0 {
 		t.Errorf("follow-ups %+v, want none for a run that went well", fu)
 	}
 	if n := len(e.llm.Requests()); n != 1 {
@@ -350,7 +351,7 @@ func TestE2ESlashCommandRun(t *testing.T) {
 
 // startApproval runs a goal whose first step calls the deploy tool and waits for the
 // approval card; it returns the thread and the card.
-func startApproval(t *testing.T, e *e2e) (thread string, card FakeMessage) {
+func startApproval(t *testing.T, e *e2e) (thread string, card discordfake.Message) {
 	t.Helper()
 	_, thread = e.slash(t, "deploy the site")
 	waitUntil(t, "the approval card", func() bool {
@@ -391,7 +392,7 @@ func TestE2EApproveByButton(t *testing.T) {
 				e.restart(t)
 			}
 
-			token := e.click(t, thread, card.ID, approve, fakeUserID)
+			token := e.click(t, thread, card.ID, approve, discordfake.UserID)
 			waitUntil(t, "the answer and the decided card", func() bool {
 				m, _ := e.f.Message(card.ID)
 				title, _ := embed(m)["title"].(string)
@@ -399,23 +400,23 @@ func TestE2EApproveByButton(t *testing.T) {
 				return answered && title == "deploy: approved"
 			})
 			decided, _ := e.f.Message(card.ID)
-			if len(buttonIDs(decided)) != 0 || !strings.Contains(description(decided), "Approved by user-"+fakeUserID) {
+			if len(buttonIDs(decided)) != 0 || !strings.Contains(description(decided), "Approved by user-"+discordfake.UserID) {
 				t.Errorf("decided card %+v, want who approved and no buttons", decided.Payload)
 			}
 			reqs := e.f.Requests()
-			if cb := Find(reqs, "POST", "/api/v9/interactions/*/"+token+"/callback"); len(cb) != 1 || cb[0].Body["type"] != float64(6) {
+			if cb := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/"+token+"/callback"); len(cb) != 1 || cb[0].Body["type"] != float64(6) {
 				t.Errorf("click acknowledged with %+v, want one deferred update (type 6)", cb)
 			}
-			if edits := Find(reqs, "PATCH", "/api/v9/channels/"+thread+"/messages/"+card.ID); len(edits) == 0 {
+			if edits := discordfake.Find(reqs, "PATCH", "/api/v9/channels/"+thread+"/messages/"+card.ID); len(edits) == 0 {
 				t.Error("the approval card was not edited in place")
 			}
 
 			// The same click again (a second press) changes nothing either.
-			again := e.click(t, thread, card.ID, approve, fakeUserID)
-			fu := e.f.WaitFor(t, "the notice of the second click", func(r []FakeRequest) bool {
-				return len(Find(r, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+again)) == 1
+			again := e.click(t, thread, card.ID, approve, discordfake.UserID)
+			fu := e.f.WaitFor(t, "the notice of the second click", func(r []discordfake.Request) bool {
+				return len(discordfake.Find(r, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+again)) == 1
 			})
-			if n := Find(fu, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+again)[0]; !strings.HasPrefix(fmt.Sprint(n.Body["content"]), "Already approved") || n.Body["flags"] != float64(64) {
+			if n := discordfake.Find(fu, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+again)[0]; !strings.HasPrefix(fmt.Sprint(n.Body["content"]), "Already approved") || n.Body["flags"] != float64(64) {
 				t.Errorf("second click told %+v, want an ephemeral 'Already approved'", n.Body)
 			}
 			if n := e.tool.calls.Load(); n != 1 {
@@ -442,16 +443,16 @@ func TestE2EClickByOtherUserChangesNothing(t *testing.T) {
 
 	const stranger = "900000000000000555"
 	token := e.click(t, thread, card.ID, buttonIDs(card)["Approve"], stranger)
-	reqs := e.f.WaitFor(t, "the ephemeral notice", func(r []FakeRequest) bool {
-		return len(Find(r, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+token)) == 1
+	reqs := e.f.WaitFor(t, "the ephemeral notice", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+token)) == 1
 	})
-	n := Find(reqs, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+token)[0]
+	n := discordfake.Find(reqs, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+token)[0]
 	if n.Body["content"] != "You are not allowed to decide on this request." || n.Body["flags"] != float64(64) {
 		t.Errorf("notice %+v, want the refusal with flags 64 (ephemeral)", n.Body)
 	}
 	// Only the acknowledgement and the notice went out.
 	if after := reqs[len(before):]; len(after) != 2 {
-		t.Errorf("after the click:\n%s\nwant only the callback and the notice", describe(after))
+		t.Errorf("after the click:\n%s\nwant only the callback and the notice", discordfake.Describe(after))
 	}
 	aps, out := e.pending(t)
 	if len(aps) != 1 || aps[0].Status != bot.ApprovalPending || len(out) != 0 {
@@ -464,7 +465,7 @@ func TestE2EClickByOtherUserChangesNothing(t *testing.T) {
 		t.Errorf("tool calls %d, model requests %d; want 0 and 1", e.tool.calls.Load(), len(e.llm.Requests()))
 	}
 
-	e.click(t, thread, card.ID, buttonIDs(card)["Approve"], fakeUserID)
+	e.click(t, thread, card.ID, buttonIDs(card)["Approve"], discordfake.UserID)
 	waitUntil(t, "the answer", func() bool { _, ok := e.answer(thread, "Deployed v1.2."); return ok })
 	if n := e.tool.calls.Load(); n != 1 {
 		t.Errorf("the tool ran %d times, want once", n)
@@ -480,7 +481,7 @@ func equalJSON(a, b any) bool {
 // A 429 on the card's edit holds the channel for its retry_after; the card still reaches
 // its final state, with one retry rather than a storm of edits.
 func TestE2ECardEditRateLimited(t *testing.T) {
-	seen, release := make(chan []FakeRequest, 1), make(chan struct{})
+	seen, release := make(chan []discordfake.Request, 1), make(chan struct{})
 	e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)})
 	e.llm.Push(gate(t, e.f, seen, release, llmtest.Text("All done.")))
 	e.start(t)
@@ -502,13 +503,13 @@ func TestE2ECardEditRateLimited(t *testing.T) {
 		return answered && strings.Contains(description(m), "**Done**")
 	})
 	reqs := e.f.Requests()
-	edits := Find(reqs, "PATCH", route)
+	edits := discordfake.Find(reqs, "PATCH", route)
 	if len(edits) < 2 {
-		t.Fatalf("%d card edits, want the limited one and its retry:\n%s", len(edits), describe(reqs))
+		t.Fatalf("%d card edits, want the limited one and its retry:\n%s", len(edits), discordfake.Describe(reqs))
 	}
 	// The bot's pacing key is the parent channel: after the 429, nothing went to the thread
 	// until retry_after had passed (a lower bound: time only moves forward).
-	limited := slices.IndexFunc(reqs, func(r FakeRequest) bool { return r.Method == "PATCH" && r.Path == route })
+	limited := slices.IndexFunc(reqs, func(r discordfake.Request) bool { return r.Method == "PATCH" && r.Path == route })
 	for _, r := range reqs[limited+1:] {
 		if strings.HasPrefix(r.Path, "/api/v9/channels/"+thread+"/") {
 			if gap := r.At.Sub(reqs[limited].At); gap < retryAfter {
@@ -520,7 +521,7 @@ func TestE2ECardEditRateLimited(t *testing.T) {
 	// No storm: the limited edit, one retry to the final state, and at most one edit of an
 	// intermediate state that was already queued.
 	if len(edits) > 3 {
-		t.Errorf("%d card edits, want at most 3:\n%s", len(edits), describe(reqs))
+		t.Errorf("%d card edits, want at most 3:\n%s", len(edits), discordfake.Describe(reqs))
 	}
 	final, _ := e.f.Message(card.ID)
 	if len(buttonIDs(final)) != 0 {

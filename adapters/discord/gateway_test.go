@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -47,7 +48,7 @@ func (r *recorder) next(t testing.TB) bot.Event {
 }
 
 func testConfig(f *FakeDiscord) Config {
-	return Config{Token: "test-token", ApplicationID: fakeAppID, APIURL: f.URL(), MessageContent: true}
+	return Config{Token: "test-token", ApplicationID: discordfake.AppID, APIURL: f.URL(), MessageContent: true}
 }
 
 // startGateway runs an adapter in gateway mode against f until the test ends.
@@ -77,7 +78,7 @@ func startGateway(t *testing.T, f *FakeDiscord, h Handler) *Adapter {
 func startRun(t *testing.T, f *FakeDiscord, rec *recorder, goal string) bot.Event {
 	t.Helper()
 	id, token := f.Interaction()
-	f.Dispatch(t, "INTERACTION_CREATE", SlashPayload(id, token, fakeChannel, "", "loopbot", GoalOption(goal)))
+	f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption(goal)))
 	return rec.next(t)
 }
 
@@ -87,31 +88,31 @@ func TestGatewaySlashCommand(t *testing.T) {
 	startGateway(t, f, rec)
 
 	reqs := f.Requests()
-	cmds := Find(reqs, "PUT", "/api/v9/applications/"+fakeAppID+"/commands")
+	cmds := discordfake.Find(reqs, "PUT", "/api/v9/applications/"+discordfake.AppID+"/commands")
 	if len(cmds) != 1 || len(cmds[0].List) != 3 {
 		t.Fatalf("commands not registered globally once with 3 commands: %+v", cmds)
 	}
 
 	id, token := f.Interaction()
-	f.Dispatch(t, "INTERACTION_CREATE", SlashPayload(id, token, fakeChannel, "", "loopbot", GoalOption("summarise @everyone's issues")))
+	f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption("summarise @everyone's issues")))
 	ev := rec.next(t)
 
 	if got := f.Order(); len(got) != 2 || got[0] != "callback" || got[1] != "handle" {
 		t.Fatalf("order %v, want the deferred response before Handle", got)
 	}
 	reqs = f.Requests()
-	cb := Find(reqs, "POST", "/api/v9/interactions/"+id+"/"+token+"/callback")
+	cb := discordfake.Find(reqs, "POST", "/api/v9/interactions/"+id+"/"+token+"/callback")
 	if len(cb) != 1 || cb[0].Body["type"] != float64(5) {
 		t.Fatalf("callback %+v, want one type 5", cb)
 	}
 	orig := "orig-" + token
-	if got := Find(reqs, "POST", "/api/v9/channels/"+fakeChannel+"/messages/"+orig+"/threads"); len(got) != 1 || got[0].Body["name"] != "summarise @everyone's issues" {
+	if got := discordfake.Find(reqs, "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/"+orig+"/threads"); len(got) != 1 || got[0].Body["name"] != "summarise @everyone's issues" {
 		t.Fatalf("thread not started from the response message: %+v", got)
 	}
 	want := bot.Event{
 		Kind: bot.EventCommand, Command: bot.CommandStart, ID: id,
-		Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: orig},
-		User:   bot.User{ID: fakeUserID, Name: "Alice"},
+		Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: orig},
+		User:   bot.User{ID: discordfake.UserID, Name: "Alice"},
 		Text:   "summarise @everyone's issues",
 	}
 	ev.At = time.Time{}
@@ -131,23 +132,23 @@ func TestGatewayStatusIsEphemeral(t *testing.T) {
 	rec.results[bot.EventCommand] = bot.Result{Notice: "No runs in this thread yet."}
 	startGateway(t, f, rec)
 	id, token := f.Interaction()
-	f.Dispatch(t, "INTERACTION_CREATE", SlashPayload(id, token, "700", fakeChannel, "loopbot-status"))
+	f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, "700", discordfake.Channel, "loopbot-status"))
 	ev := rec.next(t)
-	if ev.Command != bot.CommandStatus || ev.Thread.Thread != "700" || ev.Thread.Channel != fakeChannel {
+	if ev.Command != bot.CommandStatus || ev.Thread.Thread != "700" || ev.Thread.Channel != discordfake.Channel {
 		t.Errorf("event %+v", ev)
 	}
-	reqs := f.WaitFor(t, "status answer", func(r []FakeRequest) bool {
-		return len(Find(r, "PATCH", "/api/v9/webhooks/"+fakeAppID+"/"+token+"/messages/@original")) == 1
+	reqs := f.WaitFor(t, "status answer", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "PATCH", "/api/v9/webhooks/"+discordfake.AppID+"/"+token+"/messages/@original")) == 1
 	})
-	cb := Find(reqs, "POST", "/api/v9/interactions/*/*/callback")[0]
+	cb := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/*/callback")[0]
 	if data, _ := cb.Body["data"].(map[string]any); cb.Body["type"] != float64(5) || data["flags"] != float64(64) {
 		t.Errorf("status deferral %+v, want type 5 with flags 64", cb.Body)
 	}
-	edit := Find(reqs, "PATCH", "/api/v9/webhooks/*/*/messages/@original")[0]
+	edit := discordfake.Find(reqs, "PATCH", "/api/v9/webhooks/*/*/messages/@original")[0]
 	if edit.Body["content"] != "No runs in this thread yet." {
 		t.Errorf("status answer %+v", edit.Body)
 	}
-	if len(Find(reqs, "POST", "/api/v9/channels/*/messages/*/threads")) != 0 {
+	if len(discordfake.Find(reqs, "POST", "/api/v9/channels/*/messages/*/threads")) != 0 {
 		t.Error("status opened a thread")
 	}
 }
@@ -159,27 +160,27 @@ func TestGatewayButtonNotice(t *testing.T) {
 	startGateway(t, f, rec)
 
 	id, token := f.Interaction()
-	f.Dispatch(t, "INTERACTION_CREATE", ButtonPayload(id, token, "700", fakeChannel, "701", "opaque-approve-id", "555"))
+	f.Dispatch(t, "INTERACTION_CREATE", discordfake.ButtonPayload(id, token, "700", discordfake.Channel, "701", "opaque-approve-id", "555"))
 	ev := rec.next(t)
 	want := bot.Event{
 		Kind: bot.EventAction, ID: id, ActionID: "opaque-approve-id",
-		Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "700"},
+		Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"},
 		User:   bot.User{ID: "555", Name: "user-555"},
 	}
 	ev.At = time.Time{}
 	if ev != want {
 		t.Errorf("event\n got %+v\nwant %+v", ev, want)
 	}
-	reqs := f.WaitFor(t, "ephemeral follow-up", func(r []FakeRequest) bool {
-		return len(Find(r, "POST", "/api/v9/webhooks/"+fakeAppID+"/"+token)) == 1
+	reqs := f.WaitFor(t, "ephemeral follow-up", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+token)) == 1
 	})
 	if got := f.Order(); got[0] != "callback" || got[1] != "handle" {
 		t.Errorf("order %v, want the deferred response before Handle", got)
 	}
-	if cb := Find(reqs, "POST", "/api/v9/interactions/*/*/callback"); cb[0].Body["type"] != float64(6) {
+	if cb := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/*/callback"); cb[0].Body["type"] != float64(6) {
 		t.Errorf("button deferral %+v, want type 6", cb[0].Body)
 	}
-	fu := Find(reqs, "POST", "/api/v9/webhooks/*/*")[0]
+	fu := discordfake.Find(reqs, "POST", "/api/v9/webhooks/*/*")[0]
 	if fu.Body["flags"] != float64(64) || fu.Body["content"] != rec.results[bot.EventAction].Notice {
 		t.Errorf("follow-up %+v, want the notice with flags 64", fu.Body)
 	}
@@ -191,10 +192,12 @@ func TestGatewayHandleErrorTellsUser(t *testing.T) {
 	rec.err = errors.New("store is down")
 	startGateway(t, f, rec)
 	id, token := f.Interaction()
-	f.Dispatch(t, "INTERACTION_CREATE", ButtonPayload(id, token, "700", fakeChannel, "701", "x", "555"))
+	f.Dispatch(t, "INTERACTION_CREATE", discordfake.ButtonPayload(id, token, "700", discordfake.Channel, "701", "x", "555"))
 	rec.next(t)
-	reqs := f.WaitFor(t, "follow-up", func(r []FakeRequest) bool { return len(Find(r, "POST", "/api/v9/webhooks/*/*")) == 1 })
-	if fu := Find(reqs, "POST", "/api/v9/webhooks/*/*")[0]; fu.Body["content"] != noticeHandleFailed {
+	reqs := f.WaitFor(t, "follow-up", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "POST", "/api/v9/webhooks/*/*")) == 1
+	})
+	if fu := discordfake.Find(reqs, "POST", "/api/v9/webhooks/*/*")[0]; fu.Body["content"] != noticeHandleFailed {
 		t.Errorf("follow-up %+v", fu.Body)
 	}
 }
@@ -228,21 +231,21 @@ func TestLongRunUsesBotTokenRoutes(t *testing.T) {
 		if r.Auth != "Bot test-token" {
 			t.Errorf("%s %s without the bot token", r.Method, r.Path)
 		}
-		if len(Find([]FakeRequest{r}, r.Method, "/api/v9/webhooks/*/*")) > 0 || len(Find([]FakeRequest{r}, r.Method, "/api/v9/webhooks/*/*/messages/*")) > 0 {
+		if len(discordfake.Find([]discordfake.Request{r}, r.Method, "/api/v9/webhooks/*/*")) > 0 || len(discordfake.Find([]discordfake.Request{r}, r.Method, "/api/v9/webhooks/*/*/messages/*")) > 0 {
 			t.Errorf("%s %s: an interaction webhook route after the token died", r.Method, r.Path)
 		}
 	}
-	if len(Find(after, "POST", "/api/v9/channels/"+th+"/messages")) != 2 || len(Find(after, "PATCH", "/api/v9/channels/"+th+"/messages/"+ref.ID)) != 1 {
-		t.Errorf("want two posts and one edit in the thread; got\n%s", describe(after))
+	if len(discordfake.Find(after, "POST", "/api/v9/channels/"+th+"/messages")) != 2 || len(discordfake.Find(after, "PATCH", "/api/v9/channels/"+th+"/messages/"+ref.ID)) != 1 {
+		t.Errorf("want two posts and one edit in the thread; got\n%s", discordfake.Describe(after))
 	}
 	m, _ := f.Message(ref.ID)
 	if m.Edits != 1 || len(m.Payload["components"].([]any)) != 0 {
 		t.Errorf("card after edit: %+v", m)
 	}
 	// The stale notice became a message in the thread that pings only that user.
-	notice := Find(after, "POST", "/api/v9/channels/"+th+"/messages")[1].Body
+	notice := discordfake.Find(after, "POST", "/api/v9/channels/"+th+"/messages")[1].Body
 	am := notice["allowed_mentions"].(map[string]any)
-	if notice["content"] != "<@"+fakeUserID+"> Cancelling the run." || len(am["parse"].([]any)) != 0 || am["users"].([]any)[0] != fakeUserID {
+	if notice["content"] != "<@"+discordfake.UserID+"> Cancelling the run." || len(am["parse"].([]any)) != 0 || am["users"].([]any)[0] != discordfake.UserID {
 		t.Errorf("notice %+v", notice)
 	}
 }
@@ -256,7 +259,7 @@ func TestNotifyFreshTokenIsEphemeral(t *testing.T) {
 	if err := a.Notify(context.Background(), ev.Thread, ev.User.ID, "Only you can see this."); err != nil {
 		t.Fatal(err)
 	}
-	fu := Find(f.Requests(), "POST", "/api/v9/webhooks/*/*")
+	fu := discordfake.Find(f.Requests(), "POST", "/api/v9/webhooks/*/*")
 	if len(fu) != 1 || fu[0].Body["flags"] != float64(64) {
 		t.Errorf("follow-ups %+v, want one ephemeral", fu)
 	}
@@ -266,7 +269,9 @@ func TestGatewayResume(t *testing.T) {
 	f := NewFakeDiscord(t)
 	rec := newRecorder(f)
 	startGateway(t, f, rec)
-	f.Drop()
+	if err := f.DropGateway(); err != nil {
+		t.Fatal(err)
+	}
 	if k := f.WaitHandshake(t); k != "resume" {
 		t.Fatalf("after a drop: %q, want resume", k)
 	}
@@ -282,47 +287,47 @@ func TestGatewayMentionAndReply(t *testing.T) {
 	rec := newRecorder(f)
 	startGateway(t, f, rec)
 
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1200", fakeChannel, "<@"+fakeBotID+"> tidy the docs", fakeBotID))
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1200", discordfake.Channel, "<@"+discordfake.BotID+"> tidy the docs", discordfake.BotID))
 	ev := rec.next(t)
 	want := bot.Event{
 		Kind: bot.EventMention, ID: "1200", Text: "tidy the docs",
-		Thread: bot.ThreadRef{Platform: "discord", Workspace: fakeGuildID, Channel: fakeChannel, Thread: "1200"},
-		User:   bot.User{ID: fakeUserID, Name: "alice"},
+		Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "1200"},
+		User:   bot.User{ID: discordfake.UserID, Name: "alice"},
 	}
 	ev.At = time.Time{}
 	if ev != want {
 		t.Errorf("mention\n got %+v\nwant %+v", ev, want)
 	}
-	if got := Find(f.Requests(), "POST", "/api/v9/channels/"+fakeChannel+"/messages/1200/threads"); len(got) != 1 {
+	if got := discordfake.Find(f.Requests(), "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/1200/threads"); len(got) != 1 {
 		t.Errorf("thread not started from the mention")
 	}
 
 	// A reply in the bot's thread needs no mention.
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1201", "1200", "yes, go ahead"))
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1201", "1200", "yes, go ahead"))
 	ev = rec.next(t)
 	if ev.Kind != bot.EventReply || ev.Thread != want.Thread || ev.Text != "yes, go ahead" {
 		t.Errorf("reply %+v", ev)
 	}
 
 	// A redelivered mention finds its thread again.
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1200", fakeChannel, "<@"+fakeBotID+"> tidy the docs", fakeBotID))
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1200", discordfake.Channel, "<@"+discordfake.BotID+"> tidy the docs", discordfake.BotID))
 	if ev = rec.next(t); ev.Thread != want.Thread {
 		t.Errorf("redelivered mention in %+v", ev.Thread)
 	}
 
 	// Someone else's thread is looked up once and left alone unless the bot is mentioned.
-	f.AddChannel(map[string]any{"id": "1300", "type": 11, "parent_id": fakeChannel, "owner_id": fakeUserID})
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1301", "1300", "<@!"+fakeBotID+"> help here", fakeBotID))
+	f.AddChannel(map[string]any{"id": "1300", "type": 11, "parent_id": discordfake.Channel, "owner_id": discordfake.UserID})
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1301", "1300", "<@!"+discordfake.BotID+"> help here", discordfake.BotID))
 	ev = rec.next(t)
 	if ev.ID != "1301" || ev.Kind != bot.EventMention || ev.Thread.Thread != "1300" || ev.Text != "help here" {
 		t.Errorf("mention in a user's thread %+v", ev)
 	}
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1302", "1300", "chatter"))
-	f.Dispatch(t, "MESSAGE_CREATE", MessagePayload("1303", "1300", "<@"+fakeBotID+"> and this", fakeBotID))
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1302", "1300", "chatter"))
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1303", "1300", "<@"+discordfake.BotID+"> and this", discordfake.BotID))
 	if ev = rec.next(t); ev.ID != "1303" {
 		t.Errorf("handled %+v, want only the mention", ev)
 	}
-	if got := Find(f.Requests(), "GET", "/api/v9/channels/1300"); len(got) != 1 {
+	if got := discordfake.Find(f.Requests(), "GET", "/api/v9/channels/1300"); len(got) != 1 {
 		t.Errorf("thread looked up %d times, want once (cached)", len(got))
 	}
 }

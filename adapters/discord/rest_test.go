@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/bot"
 )
 
 func TestPostErrors(t *testing.T) {
-	thread := bot.ThreadRef{Platform: "discord", Channel: fakeChannel, Thread: "700"}
+	thread := bot.ThreadRef{Platform: "discord", Channel: discordfake.Channel, Thread: "700"}
 	tests := []struct {
 		name      string
 		status    int
@@ -47,7 +48,7 @@ func TestPostErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.Fail("POST", "/channels/700/messages", tt.status, tt.body, tt.header)
+			f.Fail("POST", "/api/v9/channels/700/messages", tt.status, tt.body, tt.header)
 			_, err = a.Post(context.Background(), thread, bot.Message{Kind: bot.KindNotice, Text: "hi"})
 			if err == nil {
 				t.Fatal("no error")
@@ -68,7 +69,7 @@ func TestPostErrors(t *testing.T) {
 					t.Errorf("err %v, want a transient error", err)
 				}
 			}
-			if n := len(Find(f.Requests(), "POST", "/api/v9/channels/700/messages")); n != 1 {
+			if n := len(discordfake.Find(f.Requests(), "POST", "/api/v9/channels/700/messages")); n != 1 {
 				t.Errorf("%d requests, want 1: the adapter must not retry", n)
 			}
 			if _, err := a.Post(context.Background(), thread, bot.Message{Kind: bot.KindNotice, Text: "again"}); err != nil {
@@ -133,12 +134,12 @@ func TestPostLongAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	thread := bot.ThreadRef{Platform: "discord", Channel: fakeChannel, Thread: "700"}
+	thread := bot.ThreadRef{Platform: "discord", Channel: discordfake.Channel, Thread: "700"}
 	long := strings.Repeat("A paragraph of the answer that goes on for a while.\n\n", 300)
 	if _, err := a.Post(context.Background(), thread, bot.Message{Kind: bot.KindAnswer, Text: long}); err != nil {
 		t.Fatal(err)
 	}
-	posts := Find(f.Requests(), "POST", "/api/v9/channels/700/messages")
+	posts := discordfake.Find(f.Requests(), "POST", "/api/v9/channels/700/messages")
 	if len(posts) != 1 || posts[0].Files["answer.md"] != long {
 		t.Fatalf("want one message with the answer attached; got %d, files %v", len(posts), len(posts[0].Files))
 	}
@@ -160,11 +161,11 @@ func TestRegisterCommandsPerGuild(t *testing.T) {
 	}
 	reqs := f.Requests()
 	for _, g := range cfg.GuildIDs {
-		if got := Find(reqs, "PUT", "/api/v9/applications/"+fakeAppID+"/guilds/"+g+"/commands"); len(got) != 1 {
+		if got := discordfake.Find(reqs, "PUT", "/api/v9/applications/"+discordfake.AppID+"/guilds/"+g+"/commands"); len(got) != 1 {
 			t.Errorf("guild %s: %d registrations", g, len(got))
 		}
 	}
-	if got := Find(reqs, "PUT", "/api/v9/applications/"+fakeAppID+"/commands"); len(got) != 0 {
+	if got := discordfake.Find(reqs, "PUT", "/api/v9/applications/"+discordfake.AppID+"/commands"); len(got) != 0 {
 		t.Error("registered globally too")
 	}
 }
@@ -192,9 +193,9 @@ func TestHTTPInteractions(t *testing.T) {
 	defer srv.Close()
 	defer a.Close()
 
-	ping := []byte(`{"id":"1","application_id":"` + fakeAppID + `","type":1,"token":"t","version":1}`)
+	ping := []byte(`{"id":"1","application_id":"` + discordfake.AppID + `","type":1,"token":"t","version":1}`)
 	id, token := f.Interaction()
-	slash, _ := json.Marshal(SlashPayload(id, token, fakeChannel, "", "loopbot", GoalOption("from http")))
+	slash, _ := json.Marshal(discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption("from http")))
 	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
 	now := f.Now()
 	tests := []struct {
@@ -249,7 +250,7 @@ func TestHTTPInteractions(t *testing.T) {
 	if ev.Text != "from http" || ev.Thread.Thread != "orig-"+token {
 		t.Errorf("event %+v", ev)
 	}
-	if cb := Find(f.Requests(), "POST", "/api/v9/interactions/*/*/callback"); len(cb) != 0 {
+	if cb := discordfake.Find(f.Requests(), "POST", "/api/v9/interactions/*/*/callback"); len(cb) != 0 {
 		t.Errorf("HTTP mode also called the callback route: %v", cb)
 	}
 }
