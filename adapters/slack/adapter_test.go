@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/slack/slackfake"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -86,27 +86,22 @@ func TestPostLongAnswer(t *testing.T) {
 func TestErrors(t *testing.T) {
 	tests := []struct {
 		name      string
-		respond   func(w http.ResponseWriter)
+		answer    slackfake.Failure
 		retry     time.Duration // > 0: want a RateLimitError with this wait
 		permanent bool
 	}{
-		{"429 with Retry-After", func(w http.ResponseWriter) {
-			w.Header().Set("Retry-After", "7")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}, 7 * time.Second, false},
-		{"429 without Retry-After", func(w http.ResponseWriter) { w.WriteHeader(http.StatusTooManyRequests) }, defaultRetryAfter, false},
-		{"channel_not_found", func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"channel_not_found"}`) }, 0, true},
-		{"invalid_blocks", func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"invalid_blocks"}`) }, 0, true},
-		{"404", func(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) }, 0, true},
-		{"500", func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) }, 0, false},
-		{"fatal_error", func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"fatal_error"}`) }, 0, false},
+		{"429 with Retry-After", slackfake.RateLimited(7 * time.Second), 7 * time.Second, false},
+		{"429 without Retry-After", slackfake.Failure{Status: http.StatusTooManyRequests}, defaultRetryAfter, false},
+		{"channel_not_found", slackfake.APIError("channel_not_found"), 0, true},
+		{"invalid_blocks", slackfake.APIError("invalid_blocks"), 0, true},
+		{"404", slackfake.Failure{Status: http.StatusNotFound}, 0, true},
+		{"500", slackfake.ServerError(), 0, false},
+		{"fatal_error", slackfake.APIError("fatal_error"), 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSlack(t)
-			f.mu.Lock()
-			f.update = func(w http.ResponseWriter) bool { tc.respond(w); return true }
-			f.mu.Unlock()
+			f.FailNext("chat.update", 1, tc.answer)
 			a := testAdapter(t, f)
 			err := a.Update(context.Background(), bot.MessageRef{Thread: thread, ID: "1700000001.000001"}, bot.Message{Kind: bot.KindStatus, Text: "x"})
 			if err == nil {

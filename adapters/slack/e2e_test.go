@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/slack/slackfake"
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
@@ -19,8 +19,8 @@ import (
 )
 
 // The end-to-end tests run the real bot (bbolt store, agent loop, OpenAI-compatible client
-// against llmtest's scripted server) behind this adapter, against the fake Slack of
-// fake_test.go: envelopes go in over the fake Socket Mode connection and everything the bot
+// against llmtest's scripted server) behind this adapter, against the fake Slack of package
+// slackfake: envelopes go in over the fake Socket Mode connection and everything the bot
 // says comes out as recorded Web API calls. Waits are on conditions, bounded at waitLimit.
 
 const (
@@ -28,46 +28,17 @@ const (
 	rootTS    = "1700000000.000100" // the mention that starts each test's thread
 )
 
-// timedCall is a recorded Web API call with the moment the test saw it.
-type timedCall struct {
-	call
-	At time.Time
-}
+// callLog is the fake's record of Web API calls, which the tests inspect while the bot
+// works.
+type callLog struct{ f *fakeSlack }
 
-// callLog drains the fake's calls into a list the tests inspect while the bot works.
-type callLog struct {
-	mu    sync.Mutex
-	calls []timedCall
-}
-
-func newCallLog(t *testing.T, f *fakeSlack) *callLog {
-	l := &callLog{}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case c := <-f.calls:
-				l.mu.Lock()
-				l.calls = append(l.calls, timedCall{call: c, At: time.Now()})
-				l.mu.Unlock()
-			case <-done:
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { close(done); <-stopped })
-	return l
-}
+func newCallLog(f *fakeSlack) *callLog { return &callLog{f: f} }
 
 // of returns the calls of method, in order, for which match (if given) holds.
-func (l *callLog) of(method string, match func(call) bool) []timedCall {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []timedCall
-	for _, c := range l.calls {
-		if c.Method == method && (match == nil || match(c.call)) {
+func (l *callLog) of(method string, match func(call) bool) []call {
+	var out []call
+	for _, c := range l.f.CallsOf(method) {
+		if match == nil || match(c) {
 			out = append(out, c)
 		}
 	}
@@ -87,9 +58,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitCall waits for the n-th (1-based) call of method that matches and returns it.
-func (l *callLog) waitCall(t *testing.T, what string, n int, method string, match func(call) bool) timedCall {
+func (l *callLog) waitCall(t *testing.T, what string, n int, method string, match func(call) bool) call {
 	t.Helper()
-	var got []timedCall
+	var got []call
 	waitFor(t, what, func() bool { got = l.of(method, match); return len(got) >= n })
 	return got[n-1]
 }
@@ -196,7 +167,7 @@ func newE2E(t *testing.T, cfg bot.Config, script ...llmtest.Step) *e2e {
 	e := &e2e{
 		t:     t,
 		f:     f,
-		log:   newCallLog(t, f),
+		log:   newCallLog(f),
 		model: llmtest.NewTest(t, script...),
 		tool:  &deployTool{},
 		cfg:   cfg,
@@ -296,16 +267,8 @@ func (e *e2e) mention(envelopeID, eventID, text string) {
 // value is value on the message at messageTS in the test's thread.
 func (e *e2e) click(envelopeID, triggerID, userID, userName, messageTS, value string) {
 	e.t.Helper()
-	e.f.send("interactive", envelopeID, map[string]any{
-		"type": "block_actions", "trigger_id": triggerID, "api_app_id": "A1",
-		"team":      map[string]any{"id": teamID},
-		"user":      map[string]any{"id": userID, "username": userName, "name": userName, "team_id": teamID},
-		"channel":   map[string]any{"id": "C1", "name": "general"},
-		"container": map[string]any{"type": "message", "message_ts": messageTS, "channel_id": "C1", "is_ephemeral": false, "thread_ts": rootTS},
-		"message":   map[string]any{"type": "message", "ts": messageTS, "thread_ts": rootTS, "user": botUserID},
-		"actions": []map[string]any{{"type": "button", "action_id": actionID(0), "block_id": "loopbot_actions",
-			"value": value, "text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000300.000100"}},
-	})
+	e.f.send("interactive", envelopeID, slackfake.ClickPayload(slackfake.Click{TriggerID: triggerID, UserID: userID, UserName: userName,
+		Channel: "C1", ThreadTS: rootTS, MessageTS: messageTS, Value: value, ActionTS: "1700000300.000100"}))
 	if a := e.f.nextAck(); a.EnvelopeID != envelopeID {
 		e.t.Fatalf("ack for %q, want %q", a.EnvelopeID, envelopeID)
 	}
@@ -387,14 +350,14 @@ func TestE2EMentionToAnswer(t *testing.T) {
 	runID := h.res.RunID
 
 	card := e.log.waitCall(t, "the status card", 1, "chat.postMessage", statusCard)
-	if !blocksHave("is the build green?")(card.call) {
+	if !blocksHave("is the build green?")(card) {
 		t.Errorf("status card without the goal: %s", card.Values.Get("blocks"))
 	}
 	open()
 	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("The build is green.")))
 	cardTS := e.cardTS(runID)
 	final := e.log.waitCall(t, "the card's final edit", 1, "chat.update", and(at(cardTS), blocksHave("Done")))
-	if blocksHave("Cancel")(final.call) {
+	if blocksHave("Cancel")(final) {
 		t.Errorf("a finished run's card still has its Cancel button: %s", final.Values.Get("blocks"))
 	}
 
@@ -513,7 +476,7 @@ func approvalFlow(t *testing.T) (e *e2e, runID string, ap *bot.Approval, approve
 	runID = e.handled().res.RunID
 	post := e.log.waitCall(t, "the approval card", 1, "chat.postMessage", approvalCard)
 	ap = e.approval(runID)
-	approve = buttonValue(t, post.call, "Approve")
+	approve = buttonValue(t, post, "Approve")
 	if approve != ap.ApproveAction {
 		t.Fatalf("the card's Approve button carries %q, the stored approval %q", approve, ap.ApproveAction)
 	}
@@ -532,7 +495,7 @@ func (e *e2e) checkApproved(ap *bot.Approval) {
 	t.Helper()
 	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("Deployed v1.2.")))
 	edit := e.log.waitCall(t, "the approval card's edit", 1, "chat.update", and(at(ap.Card.ID), blocksHave("Approved by ann")))
-	if blocksHave(`"type":"actions"`)(edit.call) {
+	if blocksHave(`"type":"actions"`)(edit) {
 		t.Errorf("the decided approval card still has buttons: %s", edit.Values.Get("blocks"))
 	}
 	if n := e.tool.count(); n != 1 {
@@ -691,25 +654,9 @@ func TestE2EClickNotAllowed(t *testing.T) {
 // and the card still reaches its final state.
 func TestE2EUpdateRateLimited(t *testing.T) {
 	const retryAfter = time.Second
-	var (
-		mu      sync.Mutex
-		updates []time.Time // when the fake received each chat.update, before answering
-	)
 	e := newE2E(t, bot.Config{})
 	open := e.gate(llmtest.Text("The build is green."))
-	e.f.mu.Lock()
-	e.f.update = func(w http.ResponseWriter) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		updates = append(updates, time.Now())
-		if len(updates) == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return true
-		}
-		return false
-	}
-	e.f.mu.Unlock()
+	e.f.FailNext("chat.update", 1, slackfake.RateLimited(retryAfter))
 
 	e.mention("env-1", "Ev1", "is the build green?")
 	runID := e.handled().res.RunID
@@ -729,8 +676,11 @@ func TestE2EUpdateRateLimited(t *testing.T) {
 		return n == 0
 	})
 
-	mu.Lock()
-	defer mu.Unlock()
+	// When the fake received each chat.update, before answering.
+	var updates []time.Time
+	for _, c := range e.log.of("chat.update", nil) {
+		updates = append(updates, c.At)
+	}
 	if len(updates) < 2 {
 		t.Fatalf("%d chat.update calls, want the refused one and a retry", len(updates))
 	}
@@ -744,7 +694,7 @@ func TestE2EUpdateRateLimited(t *testing.T) {
 		t.Errorf("%d chat.update calls for one card and a 429, want at most 3", len(updates))
 	}
 	calls := e.log.of("chat.update", nil)
-	if last := calls[len(calls)-1]; !blocksHave("Done")(last.call) || last.Values.Get("ts") != cardTS {
+	if last := calls[len(calls)-1]; !blocksHave("Done")(last) || last.Values.Get("ts") != cardTS {
 		t.Errorf("the last edit is not the final card: %s", last.Values.Get("blocks"))
 	}
 	// The 429 holds the channel, so nothing was posted to it during the wait either.

@@ -124,21 +124,24 @@ func TestSocketReconnect(t *testing.T) {
 		return nil
 	}
 	f.adapter(rec, Config{})
-	first := f.conn()
+	f.conn()
 
 	f.send("events_api", "env-slow", mentionCallback("EvSlow", "C1", "1700000000.000100", "", "<@UBOT> slow"))
 	if a := f.nextAck(); a.EnvelopeID != "env-slow" {
 		t.Fatalf("ack %q", a.EnvelopeID)
 	}
 	// Slack asks for a refresh while EvSlow is still being handled.
-	f.sendRaw("", []byte(`{"type":"disconnect","reason":"refresh_requested","debug_info":{"host":"applink-1"}}`))
-	<-first.done
-	second := f.conn()
+	if err := f.SendDisconnect("refresh_requested"); err != nil {
+		t.Fatal(err)
+	}
+	f.conn()
 	f.send("events_api", "env-2", mentionCallback("Ev2", "C2", "1700000000.000200", "", "<@UBOT> two"))
 	f.nextAck()
 
 	// An abrupt close, then an event on the third connection.
-	second.c.Close()
+	if err := f.DropConnection(); err != nil {
+		t.Fatal(err)
+	}
 	f.conn()
 	f.send("events_api", "env-3", mentionCallback("Ev3", "C3", "1700000000.000300", "", "<@UBOT> three"))
 	f.nextAck()
