@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +22,14 @@ type options struct {
 	outputKB    int
 	chatSteps   int
 	chatLatency time.Duration
+
+	makespanRuns    int
+	makespanSteps   int
+	makespanLatency time.Duration
+
+	startupRuns int
+	idle        time.Duration
+	loopbot     string
 }
 
 // figure is one measured value: Key names it in the JSON line, Note says in the table how
@@ -45,6 +54,8 @@ var scenarios = []scenario{
 	{name: "step", run: stepOverhead},
 	{name: "prompt", run: promptTokenRatio},
 	{name: "chat", run: chatCalls},
+	{name: "makespan", run: makespan},
+	{name: "startup", run: startup},
 }
 
 func main() {
@@ -70,15 +81,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
+	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
+	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
+	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
+	fs.IntVar(&o.startupRuns, "startup-runs", 5, "startup: starts of the binary to take the median of")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "startup: how long the last start sits idle before its RSS is read")
+	fs.StringVar(&o.loopbot, "loopbot", "", "startup: the loopbot binary to start; empty builds ./cmd/loopbot of this module")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the chosen scenarios to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.chatSteps < 1 || o.chatLatency < 0 {
+	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
+		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 {
 		return fmt.Errorf("sizes must be positive")
 	}
 	chosen, err := choose(*pick)
 	if err != nil {
 		return err
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	var figs []figure

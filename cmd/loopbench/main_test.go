@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -117,7 +121,8 @@ func TestReportEndsWithJSON(t *testing.T) {
 // and report the keys it promises. It checks no speed, only that the measurement works.
 func TestScenariosRunSmall(t *testing.T) {
 	var out bytes.Buffer
-	args := []string{"-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms"}
+	args := []string{"-scenarios=step,prompt,chat,makespan", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
+		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms"}
 	if err := run(t.Context(), args, &out); err != nil {
 		t.Fatalf("run %v: %v", args, err)
 	}
@@ -126,7 +131,7 @@ func TestScenariosRunSmall(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
 	}
-	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s"} {
+	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
@@ -137,5 +142,97 @@ func TestScenariosRunSmall(t *testing.T) {
 	}
 	if got["chat_calls"] < 2 {
 		t.Errorf("chat_calls = %v, want at least a status card and an answer", got["chat_calls"])
+	}
+	// No run can finish before its steps' model latency has passed.
+	if r := got["makespan_ratio"]; r < 1 {
+		t.Errorf("makespan_ratio = %v, want at least 1", r)
+	}
+	if mb := got["peak_rss_mb"]; mb <= 0 {
+		t.Errorf("peak_rss_mb = %v, want a positive size", mb)
+	}
+}
+
+// TestStartupRunsBinary builds and starts the real loopbot binary twice and checks that the
+// startup scenario reports both of its figures.
+func TestStartupRunsBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the loopbot binary")
+	}
+	var out bytes.Buffer
+	args := []string{"-scenarios=startup", "-startup-runs=2", "-idle=100ms"}
+	if err := run(t.Context(), args, &out); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
+	}
+	if len(got) != 2 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
+		t.Errorf("figures = %v, want positive startup_ms and idle_rss_mb", got)
+	}
+}
+
+func TestProcStatusKB(t *testing.T) {
+	status := "Name:\tloopbot\nVmHWM:\t  145556 kB\nVmRSS:\t   19592 kB\nThreads:\t7\n"
+	path := filepath.Join(t.TempDir(), "status")
+	if err := os.WriteFile(path, []byte(status), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		want    int64
+		wantErr bool
+	}{
+		{name: "VmHWM", want: 145556},
+		{name: "VmRSS", want: 19592},
+		{name: "Threads", wantErr: true}, // not in kB
+		{name: "VmSwap", wantErr: true},  // no such line
+		{name: "VmRS", wantErr: true},    // a prefix of a name is not the name
+	}
+	for _, tt := range tests {
+		got, err := procStatusKB(path, tt.name)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("procStatusKB(%s) = %d, %v; want %d, error %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// TestPeakRSSReset checks that writing to clear_refs restarts VmHWM here, which the
+// makespan scenario relies on to report its own peak rather than an earlier scenario's.
+func TestPeakRSSReset(t *testing.T) {
+	if _, err := procStatusKB("/proc/self/status", "VmHWM"); err != nil {
+		t.Skip(err)
+	}
+	hwm := func() int64 {
+		t.Helper()
+		kb, err := procStatusKB("/proc/self/status", "VmHWM")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kb
+	}
+	reset := func() {
+		t.Helper()
+		debug.FreeOSMemory()
+		if err := resetPeakRSS(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reset()
+	before := hwm()
+	// Raise the mark well above the current RSS, then give the memory back.
+	big := make([]byte, 64<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	raised := hwm()
+	if raised < before+60<<10 {
+		t.Fatalf("VmHWM went from %d kB to %d kB after touching 64 MB", before, raised)
+	}
+	runtime.KeepAlive(big)
+	reset()
+	if after := hwm(); after >= raised-32<<10 {
+		t.Errorf("VmHWM is %d kB after the reset, want well under the %d kB it had reached", after, raised)
 	}
 }

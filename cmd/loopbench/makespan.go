@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// makespan starts many runs at once through the real bot, store and model client against a
+// slow model, and compares the time until the last one completed with the time one run
+// needs on its own: its steps times the model's latency. A ratio near 1 means the bot adds
+// nothing but the model's wait; what it adds beyond that is the cost of its own work
+// (checkpoints, the outbox, HTTP) under load. It also reports the process's peak RSS.
+//
+// A step is one model consultation, as the agent counts them: a run of n steps asks for a
+// tool call n-1 times and answers the n-th time.
+func makespan(ctx context.Context, o options) ([]figure, error) {
+	// Hand the heap of the earlier scenarios back to the system and restart the high-water
+	// mark, so that the peak is this scenario's.
+	debug.FreeOSMemory()
+	peakNote := "VmHWM of this process, reset before the scenario"
+	if err := resetPeakRSS(); err != nil {
+		peakNote = fmt.Sprintf("VmHWM of this process, including the earlier scenarios (could not reset it: %v)", err)
+	}
+
+	db, closeStore, err := tempStore("loopbench-makespan-")
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+
+	steps := o.makespanSteps
+	srv := llmtest.New()
+	srv.SetFallback(llmtest.Delay(o.makespanLatency, llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		// Each run's own request says how far it got: one tool result per step done.
+		done := 0
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				done++
+			}
+		}
+		if done < steps-1 && len(r.Tools) > 0 {
+			return llmtest.ToolCalls(llmtest.Call("look", `{"n":`+strconv.Itoa(done)+`}`))
+		}
+		return llmtest.Text("done")
+	})))
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start model server: %w", err)
+	}
+	defer srv.Close()
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("model client: %w", err)
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: steps + 10}, client, []agent.Tool{instantTool{name: "look", output: "a short result"}})
+	if err != nil {
+		return nil, fmt.Errorf("new agent: %w", err)
+	}
+
+	plat := &answerWatch{answered: make(chan struct{}, o.makespanRuns)}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bot.New(bot.Config{MaxConcurrentRuns: o.makespanRuns}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+	if err != nil {
+		return nil, fmt.Errorf("new bot: %w", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start bot: %w", err)
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	defer b.Stop(stopCtx)
+
+	// The mentions arrive as a burst, each in its own channel, handled concurrently as
+	// adapters do; one channel would make the outbox's pacing of that channel the bottleneck.
+	start := time.Now()
+	handled := make(chan error, o.makespanRuns)
+	for i := range o.makespanRuns {
+		go func() {
+			th := bot.ThreadRef{Platform: benchThread.Platform, Channel: fmt.Sprintf("C%d", i), Thread: "T1"}
+			_, err := b.Handle(ctx, bot.Event{Kind: bot.EventMention, ID: fmt.Sprintf("ev-%d", i), Thread: th, User: benchUser, Text: "look around", At: time.Now()})
+			handled <- err
+		}()
+	}
+	var errs []error
+	for range o.makespanRuns {
+		if err := <-handled; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("handle mentions: %w", err)
+	}
+	accepted := time.Since(start)
+
+	// The answers are posted after the runs completed, paced per channel, so waiting for
+	// them costs the bot nothing extra; the makespan itself is read from the stored records.
+	limit := time.Duration(steps)*o.makespanLatency*20 + 2*time.Minute
+	waitCtx, cancelWait := context.WithTimeout(ctx, limit)
+	defer cancelWait()
+	for n := range o.makespanRuns {
+		select {
+		case <-plat.answered:
+		case <-waitCtx.Done():
+			return nil, fmt.Errorf("%d of %d answers posted: %w", n, o.makespanRuns, context.Cause(waitCtx))
+		}
+	}
+	peak, err := procStatusKB("/proc/self/status", "VmHWM")
+	if err != nil {
+		return nil, err
+	}
+
+	var last time.Time
+	err = db.View(ctx, func(tx bot.Tx) error {
+		runs, err := tx.Runs(bot.RunFilter{})
+		if err != nil {
+			return err
+		}
+		if len(runs) != o.makespanRuns {
+			return fmt.Errorf("%d runs stored, want %d", len(runs), o.makespanRuns)
+		}
+		for _, r := range runs {
+			if r.Status != agent.StatusCompleted || r.State.Step != steps {
+				return fmt.Errorf("run %s ended %s after %d steps, want completed after %d", r.ID, r.Status, r.State.Step, steps)
+			}
+			// UpdatedAt is stamped by the checkpoint that completed the run.
+			last = maxTime(last, r.UpdatedAt)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	wall := last.Sub(start)
+	ideal := time.Duration(steps) * o.makespanLatency
+	var reqBytes int
+	for _, r := range srv.Requests() {
+		reqBytes += len(r.Body)
+	}
+	return []figure{
+		{Key: "makespan_ratio", Value: wall.Seconds() / ideal.Seconds(), Unit: "ratio",
+			Note: fmt.Sprintf("%d runs started at once (one mention each, own channel, accepted in %s), %d steps each (%d tool calls + the answer) at %s model latency over HTTP, real store: last completed after %s, ideal %s",
+				o.makespanRuns, accepted.Round(time.Millisecond), steps, steps-1, o.makespanLatency, wall.Round(time.Millisecond), ideal)},
+		{Key: "peak_rss_mb", Value: float64(peak) / 1024, Unit: "MB",
+			Note: fmt.Sprintf("%s; the same process holds the fake model server, which keeps all %d requests (%.1f MB of bodies)",
+				peakNote, len(srv.Requests()), float64(reqBytes)/(1<<20))},
+	}, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// answerWatch is a recorder that also tells, on answered, of every answer posted.
+type answerWatch struct {
+	recorder
+	answered chan struct{}
+}
+
+func (w *answerWatch) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	ref, err := w.recorder.Post(ctx, th, msg)
+	if msg.Kind == bot.KindAnswer {
+		select {
+		case w.answered <- struct{}{}:
+		default:
+			// More answers than runs: the count check after the wait reports it.
+		}
+	}
+	return ref, err
+}
+
+// resetPeakRSS restarts the process's VmHWM at its current RSS. Linux does that when "5" is
+// written to /proc/self/clear_refs (see proc(5)).
+func resetPeakRSS() error {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak RSS: %w", err)
+	}
+	return nil
+}
+
+// procStatusKB reads one "Name:  N kB" line of a /proc/PID/status file.
+func procStatusKB(path, name string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, name+":")
+		if !ok {
+			continue
+		}
+		v, ok := strings.CutSuffix(strings.TrimSpace(rest), " kB")
+		if !ok {
+			return 0, fmt.Errorf("%s in %s: %q is not in kB", name, path, rest)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s in %s: %w", name, path, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s: no %s line", path, name)
+}

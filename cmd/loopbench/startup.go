@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// startup measures the real loopbot binary: the time from exec to the first 200 from
+// /healthz on its admin address, over several starts, and the RSS of the last one after it
+// sat idle with its store and web console open. No model is configured, so the daemon runs
+// in demo mode and makes no call to anything outside the machine.
+func startup(ctx context.Context, o options) ([]figure, error) {
+	bin := o.loopbot
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "loopbench-bin-")
+		if err != nil {
+			return nil, fmt.Errorf("temp dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = buildLoopbot(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+
+	var took []time.Duration
+	var idleKB int64
+	for i := range o.startupRuns {
+		last := i == o.startupRuns-1
+		d, rss, err := startOnce(ctx, bin, last, o.idle)
+		if err != nil {
+			return nil, fmt.Errorf("start %d: %w", i+1, err)
+		}
+		took = append(took, d)
+		if last {
+			idleKB = rss
+		}
+	}
+	spread := fmt.Sprintf("%s to %s", slices.Min(took).Round(10*time.Microsecond), slices.Max(took).Round(10*time.Microsecond))
+	med := median(took)
+	return []figure{
+		{Key: "startup_ms", Value: float64(med.Microseconds()) / 1e3, Unit: "ms",
+			Note: fmt.Sprintf("median of %d starts (%s) of the real binary, each on a new database, demo mode, web console on: exec to the first 200 from /healthz, polled every millisecond", o.startupRuns, spread)},
+		{Key: "idle_rss_mb", Value: float64(idleKB) / 1024, Unit: "MB",
+			Note: fmt.Sprintf("VmRSS of the last start after %s idle, store and web console open", o.idle)},
+	}, nil
+}
+
+// buildLoopbot builds ./cmd/loopbot of the module this command belongs to into dir.
+func buildLoopbot(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module root (run loopbench inside the loopbot module, or give -loopbot): %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	bin := filepath.Join(dir, "loopbot")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/loopbot")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build loopbot: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startOnce starts the daemon in a new directory, waits for /healthz, and stops it with
+// SIGTERM, which must end it with status 0. With idle set it first leaves the daemon alone
+// for that long and reads its RSS.
+func startOnce(ctx context.Context, bin string, idle bool, idleFor time.Duration) (took time.Duration, rssKB int64, err error) {
+	dir, err := os.MkdirTemp("", "loopbench-startup-")
+	if err != nil {
+		return 0, 0, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	admin, err := freeLoopbackAddr()
+	if err != nil {
+		return 0, 0, err
+	}
+	web, err := freeLoopbackAddr()
+	if err != nil {
+		return 0, 0, err
+	}
+	config := filepath.Join(dir, "loopbot.toml")
+	toml := fmt.Sprintf("[store]\npath = %q\n[admin]\naddr = %q\n[web]\naddr = %q\n[tools]\nworkspace = %q\n",
+		filepath.Join(dir, "loopbot.db"), admin, web, filepath.Join(dir, "ws"))
+	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
+		return 0, 0, fmt.Errorf("write config: %w", err)
+	}
+
+	cmd := exec.Command(bin, "-config", config, "serve")
+	cmd.Dir = dir
+	// A bare environment, so that no model key or chat token of the caller's reaches it.
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("exec %s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if err != nil {
+			cmd.Process.Kill()
+			<-exited
+			err = fmt.Errorf("%w; its log:\n%s", err, logs.String())
+		}
+	}()
+
+	took, err = waitHealthy(ctx, "http://"+admin+"/healthz", start, exited)
+	if err != nil {
+		return 0, 0, err
+	}
+	if idle {
+		if err := get(ctx, "http://"+web+"/"); err != nil {
+			return 0, 0, fmt.Errorf("web console: %w", err)
+		}
+		select {
+		case <-time.After(idleFor):
+		case err := <-exited:
+			exited <- err
+			return 0, 0, fmt.Errorf("loopbot exited while idle: %v", err)
+		case <-ctx.Done():
+			return 0, 0, context.Cause(ctx)
+		}
+		if rssKB, err = procStatusKB(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid), "VmRSS"); err != nil {
+			return 0, 0, err
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, 0, fmt.Errorf("send SIGTERM: %w", err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the deferred cleanup, should a later check fail
+		if err != nil {
+			return 0, 0, fmt.Errorf("loopbot exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		return 0, 0, errors.New("loopbot still running 30s after SIGTERM")
+	}
+	return took, rssKB, nil
+}
+
+// waitHealthy polls url every millisecond until it answers 200 and returns the time since
+// start. Polling is what a supervisor does; the millisecond bounds what it adds.
+func waitHealthy(ctx context.Context, url string, start time.Time, exited chan error) (time.Duration, error) {
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start), nil
+			}
+		}
+		select {
+		case <-tick.C:
+		case err := <-exited:
+			exited <- err
+			return 0, fmt.Errorf("loopbot exited before /healthz answered: %v", err)
+		case <-deadline:
+			return 0, errors.New("/healthz did not answer 200 within 30s")
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}
+}
+
+// get fetches url and wants a 200.
+func get(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// freeLoopbackAddr returns a loopback address nothing listens on.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// lockedBuffer collects a process's output, which its copying goroutines write while the
+// caller may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
