@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +18,10 @@ import (
 	"github.com/loopbot/loopbot/store"
 )
 
-// chatCalls runs one long run of slow model steps through the real bot, store and model
-// client, and counts what the bot asked of the platform: every call, and the most edits to
-// one channel within any second, which the bot's EditInterval pacing must keep low.
+// chatCalls runs one long run of slow model steps through the real Slack adapter, bot,
+// store and model client, against the fake Slack, and counts the Web API calls the run
+// made: every call, and the most chat.update edits of one channel within any second, which
+// the bot's EditInterval pacing must keep low.
 func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	db, closeStore, err := tempStore("loopbench-chat-")
 	if err != nil {
@@ -48,41 +51,72 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	}
 
 	const editInterval = time.Second
-	plat := &recorder{}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := bot.New(bot.Config{EditInterval: bot.Duration(editInterval)}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+	sb, err := startSlackBot(ctx, db, ag, bot.Config{EditInterval: bot.Duration(editInterval)}, 1)
 	if err != nil {
-		return nil, fmt.Errorf("new bot: %w", err)
+		return nil, err
 	}
-	if err := b.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start bot: %w", err)
+	if err := sb.fake.Send("events_api", "env-chat", mention("Ev-chat", "C1", "1700000000.000001", "look at everything")); err != nil {
+		sb.stop()
+		return nil, fmt.Errorf("send mention: %w", err)
 	}
-	res, err := b.Handle(ctx, bot.Event{Kind: bot.EventMention, ID: "ev-1", Thread: benchThread, User: benchUser, Text: "look at everything", At: time.Now()})
-	if err != nil {
-		return nil, fmt.Errorf("handle mention: %w", err)
+	var runID string
+	select {
+	case h := <-sb.handled:
+		if h.err != nil || h.res.RunID == "" {
+			sb.stop()
+			return nil, fmt.Errorf("mention started no run: %+v, %v", h.res, h.err)
+		}
+		runID = h.res.RunID
+	case <-time.After(30 * time.Second):
+		sb.stop()
+		return nil, errors.New("the mention was not handled within 30s")
 	}
 	// A run of n slow steps takes at least n times the latency; the rest is a generous margin
 	// for the outbox to drain at one call a second.
 	limit := time.Duration(o.chatSteps)*o.chatLatency*3 + time.Minute
-	waitErr := settle(ctx, db, res.RunID, limit)
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := b.Stop(stopCtx); err != nil {
-		return nil, fmt.Errorf("stop bot: %w", err)
+	waitErr := settle(ctx, db, runID, limit)
+	if err := sb.stop(); err != nil {
+		return nil, err
 	}
 	if waitErr != nil {
 		return nil, waitErr
 	}
 
-	calls, edits := plat.counts(editInterval)
-	// The issue asks for Slack Web API calls through adapters/slack against a fake Slack;
-	// that package has no importable fake yet, so the bot talks to a recording platform.
-	note := "recording bot.Platform, not Slack Web API calls (adapters/slack has no importable fake Slack)"
+	// The calls of the connection itself (auth.test, apps.connections.open) are not the
+	// run's; everything else is.
+	var r recorder
+	perMethod := map[string]int{}
+	for _, c := range sb.fake.Calls() {
+		kind := ""
+		switch c.Method {
+		case "auth.test", "apps.connections.open":
+			continue
+		case "chat.update":
+			kind = "update"
+		case "chat.postMessage":
+			kind = "post"
+		default:
+			kind = c.Method
+		}
+		if c.Status != http.StatusOK {
+			return nil, fmt.Errorf("%s answered %d", c.Method, c.Status)
+		}
+		perMethod[c.Method]++
+		r.calls = append(r.calls, platformCall{kind: kind, channel: c.Values.Get("channel"), at: c.At})
+	}
+	calls, edits := r.counts(editInterval)
+	var methods []string
+	for m, n := range perMethod {
+		methods = append(methods, fmt.Sprintf("%s %d", m, n))
+	}
+	slices.Sort(methods)
 	return []figure{
 		{Key: "chat_calls", Value: float64(calls), Unit: "calls",
-			Note: fmt.Sprintf("platform calls for one run of %d steps at %s model latency, EditInterval %s; %s", o.chatSteps, o.chatLatency, editInterval, note)},
+			Note: fmt.Sprintf("Slack Web API calls (%s) for one run of %d steps at %s model latency, through the Slack adapter to the fake Slack, EditInterval %s",
+				strings.Join(methods, ", "), o.chatSteps, o.chatLatency, editInterval)},
 		{Key: "max_edits_per_s", Value: float64(edits), Unit: "edits",
-			Note: "most Update calls to one channel in any 1-second window of the same run"},
+			Note: fmt.Sprintf("most chat.update calls to one channel in any 1-second window of the same run, by their arrival at the fake; the closest two arrived %s apart",
+				r.minGap("update").Round(time.Microsecond))},
 	}, nil
 }
 
@@ -126,7 +160,8 @@ func settle(ctx context.Context, db *store.DB, runID string, limit time.Duration
 	}
 }
 
-// recorder is a bot.Platform that accepts every call and timestamps it.
+// recorder is a bot.Platform that accepts every call and timestamps it; chatCalls also
+// fills one from the fake Slack's record to count its edits.
 type recorder struct {
 	mu    sync.Mutex
 	calls []platformCall
@@ -163,6 +198,26 @@ func (r *recorder) record(kind, channel string) int {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, platformCall{kind: kind, channel: channel, at: time.Now()})
 	return len(r.calls)
+}
+
+// minGap returns the shortest time between two consecutive calls of kind to one channel,
+// zero when no channel had two.
+func (r *recorder) minGap(kind string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gap time.Duration
+	found := false
+	last := map[string]time.Time{}
+	for _, c := range r.calls {
+		if c.kind != kind {
+			continue
+		}
+		if prev, ok := last[c.channel]; ok && (!found || c.at.Sub(prev) < gap) {
+			gap, found = c.at.Sub(prev), true
+		}
+		last[c.channel] = c.at
+	}
+	return gap
 }
 
 // counts returns the number of calls and the most updates to one channel within any window

@@ -1,13 +1,15 @@
 // Command loopbench measures loopbot in one process against its fakes: the scripted
 // OpenAI-compatible server of agent/llm/llmtest, the real bbolt store in a temporary
-// directory, a recording chat platform, and the real loopbot binary where a figure is about
-// the process. It exists so that a change to the loop, the
-// context management or the outbox shows up as a number before it shows up in a thread.
+// directory, the fake Slack of adapters/slack/slackfake behind the real Slack adapter (or a
+// recording chat platform where Slack is not the point), and the real loopbot binary where a
+// figure is about the process. It exists so that a change to the loop, the context
+// management or the outbox shows up as a number before it shows up in a thread.
 //
 // Usage:
 //
-//	go run ./cmd/loopbench [-scenarios=step,prompt,chat,makespan,startup] [-step-runs=N] [-step-steps=N]
-//	                       [-prompt-steps=N] [-output-kb=N] [-chat-steps=N] [-chat-latency=D]
+//	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,startup]
+//	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
+//	                       [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
 //
@@ -17,19 +19,22 @@
 //
 // The scenarios:
 //
-//	step    step_overhead_us: the median wall time of one loop step with an instant
-//	        in-process model and tool, checkpoint to the real store included.
-//	prompt  prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
-//	        context management, divided by those of the same run keeping full history.
-//	chat    chat_calls and max_edits_per_s: platform calls made by the real bot for a run
-//	        of many slow model steps, and the most edits to one channel in any second.
+//	step     step_overhead_us: the median wall time of one loop step with an instant
+//	         in-process model and tool, checkpoint to the real store included.
+//	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
+//	         context management, divided by those of the same run keeping full history.
+//	chat     chat_calls and max_edits_per_s: Slack Web API calls made for a run of many
+//	         slow model steps, mentioned over Socket Mode, and the most chat.update edits
+//	         of one channel in any second.
+//	ack      ack_p50_ms and ack_p99_ms: a burst of app_mention envelopes over Socket Mode;
+//	         the time from the fake writing each envelope to it reading the ack back.
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
-//	        model, through the real bot, store and model client; the time until the last
-//	        completed over steps x latency, and the process's peak RSS during the scenario.
-//	startup startup_ms and idle_rss_mb: the real binary (built from this module unless
-//	        -loopbot names one) from exec to its first 200 from /healthz, median of several
-//	        starts, and its RSS after sitting idle with its store and web console open.
+//	         model, through the real bot, store and model client; the time until the last
+//	         completed over steps x latency, and the process's peak RSS during the scenario.
+//	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
+//	         -loopbot names one) from exec to its first 200 from /healthz, median of several
+//	         starts, and its RSS after sitting idle with its store and web console open.
 //
-// A scenario is one entry of the scenarios table in main.go: a name for -scenarios and a
-// function that returns its figures, so adding one touches nothing else.
+// A scenario is one entry of the scenarios table in main.go: a name for -scenarios, a
+// function that returns its figures, and the flags of its sizes.
 package main

@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/loopbot/loopbot/adapters/slack"
+	"github.com/loopbot/loopbot/adapters/slack/slackfake"
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
@@ -82,4 +87,92 @@ func tempStore(prefix string) (db *store.DB, closeStore func(), err error) {
 		return nil, nil, fmt.Errorf("open store: %w", err)
 	}
 	return db, func() { db.Close(); os.RemoveAll(dir) }, nil
+}
+
+// slackBot is the real bot behind the real Slack adapter in Socket Mode, against the fake
+// Slack of adapters/slack/slackfake, as a loopbot process with Slack configured runs it.
+type slackBot struct {
+	fake *slackfake.Server
+	bot  *bot.Bot
+	// handled receives, for every event the adapter hands over, what the bot made of it.
+	handled chan handledEvent
+
+	stopRun context.CancelFunc
+	runDone chan error
+}
+
+// handledEvent is the outcome of one bot.Handle call.
+type handledEvent struct {
+	ev  bot.Event
+	res bot.Result
+	err error
+}
+
+// handlerFunc adapts a function to the adapter's Handler.
+type handlerFunc func(ctx context.Context, ev bot.Event) (bot.Result, error)
+
+func (f handlerFunc) Handle(ctx context.Context, ev bot.Event) (bot.Result, error) { return f(ctx, ev) }
+
+// startSlackBot starts a fake Slack, a bot on db with ag and cfg, and the Slack adapter in
+// front of it, and returns once the adapter's Socket Mode connection is up. expect sizes the
+// handled channel: more events than that are handled but not reported.
+func startSlackBot(ctx context.Context, db *store.DB, ag *agent.Agent, cfg bot.Config, expect int) (*slackBot, error) {
+	fake, err := slackfake.New()
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := slack.New(slack.Config{BotToken: "xoxb-bench", AppToken: "xapp-1-bench", APIURL: fake.APIURL()}, slack.WithLogger(logger))
+	if err != nil {
+		fake.Close()
+		return nil, fmt.Errorf("slack adapter: %w", err)
+	}
+	b, err := bot.New(cfg, db, ag, []bot.Platform{a}, bot.WithLogger(logger))
+	if err != nil {
+		fake.Close()
+		return nil, fmt.Errorf("new bot: %w", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		fake.Close()
+		return nil, fmt.Errorf("start bot: %w", err)
+	}
+	s := &slackBot{fake: fake, bot: b, handled: make(chan handledEvent, expect), runDone: make(chan error, 1)}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopRun = stopRun
+	h := handlerFunc(func(ctx context.Context, ev bot.Event) (bot.Result, error) {
+		res, err := b.Handle(ctx, ev)
+		select {
+		case s.handled <- handledEvent{ev: ev, res: res, err: err}:
+		default:
+		}
+		return res, err
+	})
+	go func() { s.runDone <- a.Run(runCtx, h) }()
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := fake.WaitConnections(waitCtx, 1); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// stop ends it as a loopbot process does: the adapter stops receiving, then the bot stops
+// (runs save their state, the outbox is flushed to the fake), then the fake closes.
+func (s *slackBot) stop() error {
+	s.stopRun()
+	runErr := <-s.runDone
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stopErr := s.bot.Stop(ctx)
+	s.fake.Close()
+	if runErr != nil {
+		runErr = fmt.Errorf("slack adapter: %w", runErr)
+	}
+	return errors.Join(runErr, stopErr)
+}
+
+// mention is the Socket Mode payload of an app_mention of the bot at the root of channel.
+func mention(eventID, channel, ts, goal string) map[string]any {
+	return slackfake.MentionCallback(eventID, channel, ts, "", "<@"+slackfake.BotUserID+"> "+goal)
 }

@@ -27,6 +27,8 @@ type options struct {
 	makespanSteps   int
 	makespanLatency time.Duration
 
+	ackEvents int
+
 	startupRuns int
 	idle        time.Duration
 	loopbot     string
@@ -54,6 +56,7 @@ var scenarios = []scenario{
 	{name: "step", run: stepOverhead},
 	{name: "prompt", run: promptTokenRatio},
 	{name: "chat", run: chatCalls},
+	{name: "ack", run: ackLatency},
 	{name: "makespan", run: makespan},
 	{name: "startup", run: startup},
 }
@@ -81,6 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
+	fs.IntVar(&o.ackEvents, "ack-events", 500, "ack: app_mention envelopes in the burst")
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
@@ -92,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
-		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 {
+		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 {
 		return fmt.Errorf("sizes must be positive")
 	}
 	chosen, err := choose(*pick)

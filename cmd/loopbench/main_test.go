@@ -58,6 +58,31 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+func TestPercentile(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i + 1)
+	}
+	tests := []struct {
+		in   []time.Duration
+		p    int
+		want time.Duration
+	}{
+		{in: nil, p: 50, want: 0},
+		{in: []time.Duration{7}, p: 99, want: 7},
+		{in: []time.Duration{1, 2, 3, 4}, p: 50, want: 2},
+		{in: hundred, p: 50, want: 50},
+		{in: hundred, p: 99, want: 99},
+		{in: hundred, p: 100, want: 100},
+		{in: hundred[:10], p: 99, want: 10},
+	}
+	for _, tt := range tests {
+		if got := percentile(tt.in, tt.p); got != tt.want {
+			t.Errorf("percentile(%d values, %d) = %v, want %v", len(tt.in), tt.p, got, tt.want)
+		}
+	}
+}
+
 func TestRecorderCounts(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -66,6 +91,7 @@ func TestRecorderCounts(t *testing.T) {
 		calls     []platformCall
 		wantCalls int
 		wantMax   int
+		wantGap   time.Duration
 	}{
 		{name: "none", wantCalls: 0, wantMax: 0},
 		{name: "paced a second apart", calls: []platformCall{
@@ -73,13 +99,13 @@ func TestRecorderCounts(t *testing.T) {
 			{kind: "update", channel: "C1", at: at(0)},
 			{kind: "update", channel: "C1", at: at(1000)},
 			{kind: "update", channel: "C1", at: at(2000)},
-		}, wantCalls: 4, wantMax: 1},
+		}, wantCalls: 4, wantMax: 1, wantGap: time.Second},
 		{name: "burst in one channel", calls: []platformCall{
 			{kind: "update", channel: "C1", at: at(0)},
 			{kind: "update", channel: "C1", at: at(400)},
 			{kind: "update", channel: "C1", at: at(999)},
 			{kind: "update", channel: "C1", at: at(1500)},
-		}, wantCalls: 4, wantMax: 3},
+		}, wantCalls: 4, wantMax: 3, wantGap: 400 * time.Millisecond},
 		{name: "channels counted apart", calls: []platformCall{
 			{kind: "update", channel: "C1", at: at(0)},
 			{kind: "update", channel: "C2", at: at(10)},
@@ -91,6 +117,9 @@ func TestRecorderCounts(t *testing.T) {
 		calls, most := r.counts(time.Second)
 		if calls != tt.wantCalls || most != tt.wantMax {
 			t.Errorf("%s: counts = %d, %d; want %d, %d", tt.name, calls, most, tt.wantCalls, tt.wantMax)
+		}
+		if gap := r.minGap("update"); gap != tt.wantGap {
+			t.Errorf("%s: minGap = %s, want %s", tt.name, gap, tt.wantGap)
 		}
 	}
 }
@@ -121,7 +150,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 // and report the keys it promises. It checks no speed, only that the measurement works.
 func TestScenariosRunSmall(t *testing.T) {
 	var out bytes.Buffer
-	args := []string{"-scenarios=step,prompt,chat,makespan", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
+	args := []string{"-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms"}
 	if err := run(t.Context(), args, &out); err != nil {
 		t.Fatalf("run %v: %v", args, err)
@@ -131,7 +160,7 @@ func TestScenariosRunSmall(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
 	}
-	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb"} {
+	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
@@ -142,6 +171,9 @@ func TestScenariosRunSmall(t *testing.T) {
 	}
 	if got["chat_calls"] < 2 {
 		t.Errorf("chat_calls = %v, want at least a status card and an answer", got["chat_calls"])
+	}
+	if p50, p99 := got["ack_p50_ms"], got["ack_p99_ms"]; p50 <= 0 || p99 < p50 {
+		t.Errorf("ack_p50_ms = %v, ack_p99_ms = %v; want 0 < p50 <= p99", p50, p99)
 	}
 	// No run can finish before its steps' model latency has passed.
 	if r := got["makespan_ratio"]; r < 1 {

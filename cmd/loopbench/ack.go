@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// ackLatency sends a burst of app_mention envelopes over Socket Mode to the real Slack
+// adapter in front of the real bot, and measures, for each, the time from the fake Slack
+// writing the envelope to it reading the acknowledgement back. Slack wants it within 3
+// seconds; the adapter acknowledges before the bot sees the event, so the figure is what
+// the adapter's receiving loop costs while the bot is busy with the burst behind it.
+func ackLatency(ctx context.Context, o options) ([]figure, error) {
+	db, closeStore, err := tempStore("loopbench-ack-")
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+	srv := llmtest.New()
+	srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return llmtest.Text("done") }))
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start model server: %w", err)
+	}
+	defer srv.Close()
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("model client: %w", err)
+	}
+	ag, err := agent.New(agent.Config{}, client, nil)
+	if err != nil {
+		return nil, fmt.Errorf("new agent: %w", err)
+	}
+	// The bot runs with its defaults, as deployed: the burst's runs queue behind
+	// MaxConcurrentRuns while the events keep arriving.
+	sb, err := startSlackBot(ctx, db, ag, bot.Config{}, o.ackEvents)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			sb.stop()
+		}
+	}()
+
+	// Each mention is in its own channel, so that the outbox, which paces each channel,
+	// can post every run's card while the bot stops, instead of one a second.
+	for i := range o.ackEvents {
+		ts := fmt.Sprintf("1700000000.%06d", i+1)
+		if err := sb.fake.Send("events_api", fmt.Sprintf("env-%d", i), mention(fmt.Sprintf("Ev%d", i), fmt.Sprintf("C%d", i), ts, "check the build")); err != nil {
+			return nil, fmt.Errorf("send envelope %d: %w", i, err)
+		}
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := sb.fake.Wait(waitCtx, func() bool { return len(sb.fake.Acks()) >= o.ackEvents }); err != nil {
+		return nil, fmt.Errorf("%d of %d envelopes acknowledged: %w", len(sb.fake.Acks()), o.ackEvents, err)
+	}
+	// Every acknowledged event must also have started its run, or the figure would be that
+	// of an adapter dropping work.
+	runs := map[string]bool{}
+	for n := range o.ackEvents {
+		select {
+		case h := <-sb.handled:
+			if h.err != nil {
+				return nil, fmt.Errorf("handle %s: %w", h.ev.ID, h.err)
+			}
+			if h.res.RunID == "" || h.res.Duplicate {
+				return nil, fmt.Errorf("event %s started no run (%+v)", h.ev.ID, h.res)
+			}
+			runs[h.res.RunID] = true
+		case <-waitCtx.Done():
+			return nil, fmt.Errorf("%d of %d events handled: %w", n, o.ackEvents, context.Cause(waitCtx))
+		}
+	}
+	if len(runs) != o.ackEvents {
+		return nil, fmt.Errorf("%d events started %d runs", o.ackEvents, len(runs))
+	}
+	stopped = true
+	if err := sb.stop(); err != nil {
+		return nil, err
+	}
+
+	acks := sb.fake.Acks()
+	var lat []time.Duration
+	for _, a := range acks {
+		if a.Deliveries != 1 {
+			return nil, fmt.Errorf("envelope %s was delivered %d times: the socket dropped", a.EnvelopeID, a.Deliveries)
+		}
+		lat = append(lat, a.Latency())
+	}
+	slices.Sort(lat)
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	note := fmt.Sprintf("%d app_mention envelopes sent back to back over Socket Mode, each in its own channel, to the Slack adapter and a bot with default settings (model answering at once, real store): envelope written to ack read", len(lat))
+	return []figure{
+		{Key: "ack_p50_ms", Value: ms(p50), Unit: "ms", Note: note},
+		{Key: "ack_p99_ms", Value: ms(p99), Unit: "ms", Note: fmt.Sprintf("same burst; the slowest ack took %s", lat[len(lat)-1].Round(time.Microsecond))},
+	}, nil
+}
+
+// percentile returns the p-th percentile of sorted ds by the nearest-rank method: the
+// smallest value at least p percent of the values are at or below.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
+	return sorted[max(rank, 1)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
