@@ -3,8 +3,12 @@ package discord
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -65,11 +69,25 @@ type Adapter struct {
 	channels map[string]channelInfo
 	// tokens are the latest interaction of a user in a thread, for ephemeral notices.
 	tokens map[string]recentInteraction
-	work   sync.WaitGroup
+	// partial remembers how far a Post of several messages got when a later part failed
+	// with an error worth retrying, by thread and content, so the bot's retry does not post
+	// the first parts again. It is emptied when it grows past maxPartial.
+	partial map[string]partialPost
+	work    sync.WaitGroup
 }
 
 // maxCachedChannels bounds the channel cache.
 const maxCachedChannels = 10000
+
+// partialPost is how far an earlier attempt of a Post got: the parts already in the thread
+// and the reference so far.
+type partialPost struct {
+	posted int
+	ref    string
+}
+
+// maxPartial bounds the partial posts remembered.
+const maxPartial = 1000
 
 type recentInteraction struct {
 	it *discordgo.Interaction
@@ -102,6 +120,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		log:      slog.Default(),
 		channels: map[string]channelInfo{},
 		tokens:   map[string]recentInteraction{},
+		partial:  map[string]partialPost{},
 	}
 	if cfg.Mode == ModeHTTP {
 		a.pubKey, _ = parsePublicKey(cfg.PublicKey) // checked above
@@ -144,19 +163,57 @@ func intents(messageContent bool) discordgo.Intent {
 func (a *Adapter) Name() string { return platformName }
 
 // Post sends msg to the thread with the bot token. A text longer than one message goes out
-// as several, and the reference names the one carrying the buttons (or the first).
+// as several, and the reference names the one carrying the buttons (or the first). If a
+// later part fails with an error the bot retries (a 429, a 5xx), the retry of the same
+// message posts only the parts that are not in the thread yet.
 func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
-	ref := bot.MessageRef{Thread: thread}
-	for _, part := range render(msg) {
-		m, err := a.send(ctx, thread.Thread, part)
+	parts := render(msg)
+	var key string
+	var done partialPost
+	if len(parts) > 1 {
+		key = partialKey(thread.Thread, parts)
+		a.mu.Lock()
+		done = a.partial[key]
+		a.mu.Unlock()
+	}
+	ref := bot.MessageRef{Thread: thread, ID: done.ref}
+	for i := done.posted; i < len(parts); i++ {
+		m, err := a.send(ctx, thread.Thread, parts[i])
 		if err != nil {
+			var perm *bot.PermanentError
+			if i > 0 && !errors.As(err, &perm) {
+				a.mu.Lock()
+				if len(a.partial) >= maxPartial {
+					clear(a.partial)
+				}
+				a.partial[key] = partialPost{posted: i, ref: ref.ID}
+				a.mu.Unlock()
+			}
 			return bot.MessageRef{}, fmt.Errorf("post %s: %w", msg.Kind, err)
 		}
-		if ref.ID == "" || len(part.Components) > 0 {
+		if ref.ID == "" || len(parts[i].Components) > 0 {
 			ref.ID = m.ID
 		}
 	}
+	if done.posted > 0 {
+		a.mu.Lock()
+		delete(a.partial, key)
+		a.mu.Unlock()
+	}
 	return ref, nil
+}
+
+// partialKey names a message of several parts in a channel by its content.
+func partialKey(channelID string, parts []outgoing) string {
+	h := sha256.New()
+	io.WriteString(h, channelID)
+	enc := json.NewEncoder(h)
+	for _, p := range parts {
+		// outgoing marshals to plain JSON (the golden files are made of it); an error
+		// would only make the key less specific.
+		_ = enc.Encode(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Update replaces a posted message in place, buttons included (none removes them).

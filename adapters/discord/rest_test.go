@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -145,6 +146,54 @@ func TestPostLongAnswer(t *testing.T) {
 	}
 	if c := posts[0].Body["content"].(string); len(c) > maxContent {
 		t.Errorf("preview is %d bytes", len(c))
+	}
+}
+
+// A text of two messages whose second part is refused with a 429 is retried by the bot as a
+// whole; the retry posts only the second part, so the thread shows each part once. The same
+// text posted again later is a new message and goes out in full.
+func TestPostRetryAfterPartialFailure(t *testing.T) {
+	f := NewFakeDiscord(t)
+	a, err := New(testConfig(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := bot.ThreadRef{Platform: "discord", Channel: discordfake.Channel, Thread: "700"}
+	var text strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&text, "Paragraph %02d of a long answer, long enough to need two messages.\n\n", i)
+	}
+	msg := bot.Message{Kind: bot.KindAnswer, Text: text.String()}
+	if n := len(render(msg)); n != 2 {
+		t.Fatalf("the text renders as %d messages, want 2", n)
+	}
+	route := "/api/v9/channels/700/messages"
+	fl := discordfake.RateLimitFault("POST", route, 1, time.Second)
+	fl.Skip = 1
+	f.Inject(fl)
+
+	_, err = a.Post(ctx, thread, msg)
+	var rl *bot.RateLimitError
+	if !errors.As(err, &rl) {
+		t.Fatalf("first attempt: %v, want a rate limit error", err)
+	}
+	ref, err := a.Post(ctx, thread, msg)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	msgs := f.ChannelMessages("700")
+	if len(msgs) != 2 || msgs[0].Payload["content"] == msgs[1].Payload["content"] || ref.ID != msgs[0].ID {
+		t.Fatalf("after the retry the thread has %d messages (ref %s): %+v; want the two parts once, ref the first", len(msgs), ref.ID, msgs)
+	}
+	if n := len(discordfake.Find(f.Requests(), "POST", route)); n != 3 {
+		t.Errorf("%d posts, want 3: part one, part two refused, part two again", n)
+	}
+	if _, err := a.Post(ctx, thread, msg); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.ChannelMessages("700")); n != 4 {
+		t.Errorf("posting the same text again left %d messages, want 4", n)
 	}
 }
 

@@ -64,6 +64,7 @@ func (a *Adapter) serveHTTP(ctx context.Context, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("run discord: %w", err)
 	}
+	a.log.Info("discord: serving interactions", "addr", ln.Addr().String())
 	srv := &http.Server{Handler: a.InteractionsHandler(ctx, h), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
