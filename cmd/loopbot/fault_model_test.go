@@ -128,6 +128,12 @@ func TestFaultModelEndpoint(t *testing.T) {
 			minGap: time.Second,
 		},
 		{
+			name:   "429 asking for a longer wait than the client holds a run for",
+			faults: []llmtest.Step{llmtest.Status(http.StatusTooManyRequests, 2*time.Minute)},
+			paused: regexp.MustCompile(`The model could not be reached \(rate limited\)\. Continue to try again\.`),
+			asked:  2,
+		},
+		{
 			name: "500s then success",
 			faults: []llmtest.Step{
 				llmtest.Status(http.StatusInternalServerError, 0),
