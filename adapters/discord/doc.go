@@ -13,8 +13,10 @@
 // mentions and thread replies) and HTTP interactions (Discord POSTs signed interactions to a
 // public URL; slash commands and buttons only).
 //
-// The adapter neither paces nor retries. discordgo's own 429 retry sleeps without a context,
-// so it is switched off and its bucket pacing is starved of the rate limit headers; a 429 is
-// returned as *bot.RateLimitError and a refusal that retrying cannot fix as
+// The adapter neither paces nor retries what the bot posts. discordgo's own 429 retry sleeps
+// without a context, so it is switched off and its bucket pacing is starved of the rate limit
+// headers; a 429 is returned as *bot.RateLimitError and a refusal that retrying cannot fix as
 // *bot.PermanentError, and the bot's dispatcher does the pacing for every platform at once.
+// The one exception is opening a run's thread, which happens after the acknowledgement and
+// outside the bot's outbox: it is tried again after a 429's wait, within the event's time.
 package discord

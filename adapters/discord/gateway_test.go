@@ -331,3 +331,48 @@ func TestGatewayMentionAndReply(t *testing.T) {
 		t.Errorf("thread looked up %d times, want once (cached)", len(got))
 	}
 }
+
+// A 429 on opening a run's thread (Discord limits thread creation tightly) does not lose the
+// goal: the adapter waits the retry_after and opens it, for a command and for a mention, and
+// the user is told nothing went wrong.
+func TestGatewayThreadStartRateLimited(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	tests := []struct {
+		name   string
+		send   func(t *testing.T, f *FakeDiscord) (thread string)
+		create string // the thread-start route
+	}{
+		{"command", func(t *testing.T, f *FakeDiscord) string {
+			id, token := f.Interaction()
+			f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption("open a thread")))
+			return "orig-" + token
+		}, "/api/v9/channels/" + discordfake.Channel + "/messages/*/threads"},
+		{"mention", func(t *testing.T, f *FakeDiscord) string {
+			f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1400", discordfake.Channel, "<@"+discordfake.BotID+"> open a thread", discordfake.BotID))
+			return "1400"
+		}, "/api/v9/channels/" + discordfake.Channel + "/messages/1400/threads"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := NewFakeDiscord(t)
+			rec := newRecorder(f)
+			startGateway(t, f, rec)
+			f.RateLimit("POST", tt.create, 1, wait)
+			thread := tt.send(t, f)
+			ev := rec.next(t)
+			if ev.Thread.Thread != thread || ev.Text != "open a thread" {
+				t.Errorf("event %+v, want the goal in thread %s", ev, thread)
+			}
+			starts := discordfake.Find(f.Requests(), "POST", tt.create)
+			if len(starts) != 2 || starts[0].Status != 429 || starts[1].Status != 201 {
+				t.Fatalf("thread starts:\n%s\nwant a 429, then the thread", discordfake.Describe(starts))
+			}
+			if gap := starts[1].At.Sub(starts[0].At); gap < wait {
+				t.Errorf("tried again %s after the 429, want at least its retry_after %s", gap, wait)
+			}
+			if fu := discordfake.Find(f.Requests(), "POST", "/api/v9/webhooks/*/*"); len(fu) != 0 {
+				t.Errorf("the user was told %+v, want nothing", fu[0].Body)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -106,7 +107,12 @@ func (a *Adapter) afterAck(ctx context.Context, h Handler, in *interaction) {
 			// Nothing to start: the bot says so, and no empty thread is left behind.
 			ev.Thread.Thread = ev.Thread.Channel
 		} else {
-			id, err := a.threadFromResponse(ctx, in)
+			var id string
+			err := retryLimited(ctx, func() error {
+				var err error
+				id, err = a.threadFromResponse(ctx, in)
+				return err
+			})
 			if err != nil {
 				a.log.Error("discord: open run thread", "interaction", ev.ID, "err", err)
 				a.answer(ctx, in, noticeNoThread)
@@ -180,6 +186,34 @@ func (a *Adapter) startThread(ctx context.Context, channelID, messageID, goal st
 	return ch.ID, nil
 }
 
+// maxLimitedTries bounds the attempts of retryLimited.
+const maxLimitedTries = 3
+
+// retryLimited runs fn, and runs it again after a rate limit's wait if the wait ends before
+// ctx does, at most maxLimitedTries times. It is for the steps that open a run's thread:
+// they happen after the event was acknowledged, outside the bot's outbox, so nothing else
+// would retry them and the goal would be lost to a 429 (opening threads is limited tightly).
+// fn must be safe to repeat.
+func retryLimited(ctx context.Context, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		var rl *bot.RateLimitError
+		if err == nil || try == maxLimitedTries || !errors.As(err, &rl) {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= rl.RetryAfter {
+			return err
+		}
+		t := time.NewTimer(rl.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
 // remember caches what a channel is.
 func (a *Adapter) remember(id string, ch channelInfo) {
 	a.mu.Lock()
@@ -240,7 +274,12 @@ func (a *Adapter) onMessage(ctx context.Context, h Handler, raw []byte) {
 			ev.Thread.Channel, ev.Thread.Thread = ch.ParentID, ev.Thread.Channel
 		case m.mentioned:
 			ev.Kind = bot.EventMention
-			id, err := a.startThread(ctx, ev.Thread.Channel, ev.ID, ev.Text)
+			var id string
+			err := retryLimited(ctx, func() error {
+				var err error
+				id, err = a.startThread(ctx, ev.Thread.Channel, ev.ID, ev.Text)
+				return err
+			})
 			if err != nil {
 				a.log.Error("discord: open run thread", "message", ev.ID, "err", err)
 				return
