@@ -60,9 +60,9 @@ func discordSetup(t *testing.T, model *llmtest.Server, f *discordfake.Server, ex
 	return s
 }
 
-// waitFake waits until cond holds for the fake, or fails the test with the fake's log and
+// waitDiscord waits until cond holds for the fake, or fails the test with the fake's log and
 // the daemon's.
-func waitFake(t *testing.T, f *discordfake.Server, logs *logBuffer, what string, cond func() bool) {
+func waitDiscord(t *testing.T, f *discordfake.Server, logs *logBuffer, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), discordWait)
 	defer cancel()
@@ -71,9 +71,9 @@ func waitFake(t *testing.T, f *discordfake.Server, logs *logBuffer, what string,
 	}
 }
 
-// waitGateway waits for the daemon's next gateway connection to be up and returns whether
-// it identified or resumed.
-func waitGateway(t *testing.T, f *discordfake.Server, logs *logBuffer) string {
+// waitDiscordGateway waits for the daemon's next gateway connection to be up and returns
+// whether it identified or resumed.
+func waitDiscordGateway(t *testing.T, f *discordfake.Server, logs *logBuffer) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), discordWait)
 	defer cancel()
@@ -87,10 +87,10 @@ func waitGateway(t *testing.T, f *discordfake.Server, logs *logBuffer) string {
 	return kind
 }
 
-// slash runs /loopbot goal in the fake's channel over the gateway; it returns the
+// discordSlash runs /loopbot goal in the fake's channel over the gateway; it returns the
 // interaction's payload and the run's thread (the thread started from the interaction's
 // response message has that message's ID).
-func slash(t *testing.T, f *discordfake.Server, goal string) (payload map[string]any, thread string) {
+func discordSlash(t *testing.T, f *discordfake.Server, goal string) (payload map[string]any, thread string) {
 	t.Helper()
 	id, token := f.Interaction()
 	payload = discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption(goal))
@@ -100,8 +100,8 @@ func slash(t *testing.T, f *discordfake.Server, goal string) (payload map[string
 	return payload, "orig-" + token
 }
 
-// goalOf finds which of goals a model request works on.
-func goalOf(r llmtest.Request, goals ...string) string {
+// discordGoalOf finds which of goals a model request works on.
+func discordGoalOf(r llmtest.Request, goals ...string) string {
 	for _, m := range r.Messages {
 		for _, g := range goals {
 			if m.Role == "user" && strings.Contains(m.Content, g) {
@@ -112,15 +112,16 @@ func goalOf(r llmtest.Request, goals ...string) string {
 	return ""
 }
 
-// threadView is what a thread of the fake shows: its cards (messages with an embed) and
+// discordView is what a thread of the fake shows: its cards (messages with an embed) and
 // the content of its other messages.
-type threadView struct {
+type discordView struct {
 	cards []map[string]any // the embeds
 	texts []string
 }
 
-func viewThread(f *discordfake.Server, thread string) threadView {
-	var v threadView
+// discordThread reads a thread of the fake.
+func discordThread(f *discordfake.Server, thread string) discordView {
+	var v discordView
 	for _, m := range f.ChannelMessages(thread) {
 		if es, _ := m.Payload["embeds"].([]any); len(es) > 0 {
 			e, _ := es[0].(map[string]any)
@@ -133,9 +134,8 @@ func viewThread(f *discordfake.Server, thread string) threadView {
 	return v
 }
 
-// done reports whether the thread shows one card that says Done and a message containing
-// answer.
-func (v threadView) done(answer string) bool {
+// done reports whether the thread's card says Done and a message contains answer.
+func (v discordView) done(answer string) bool {
 	if len(v.cards) == 0 {
 		return false
 	}
@@ -143,11 +143,11 @@ func (v threadView) done(answer string) bool {
 	return strings.Contains(d, "**Done**") && strings.Contains(strings.Join(v.texts, "\n"), answer)
 }
 
-// checkOnce fails the test unless the thread shows exactly one card and each of its texts
+// discordOnce fails the test unless the thread shows exactly one card and each of its texts
 // once, with the answer among them.
-func checkOnce(t *testing.T, f *discordfake.Server, thread, answer string) {
+func discordOnce(t *testing.T, f *discordfake.Server, thread, answer string) {
 	t.Helper()
-	v := viewThread(f, thread)
+	v := discordThread(f, thread)
 	if len(v.cards) != 1 {
 		t.Errorf("thread %s shows %d cards, want the one status card", thread, len(v.cards))
 	}
@@ -183,7 +183,7 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	// registered first).
 	t.Cleanup(func() { close(end) })
 	model.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		g := goalOf(r, goalA, goalB, goalC)
+		g := discordGoalOf(r, goalA, goalB, goalC)
 		if g == goalA {
 			askedOnce.Do(func() { close(asked) })
 			select {
@@ -197,16 +197,16 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	logs := newLogBuffer()
 
 	p := startLoopbot(t, bin, s.config, s.env, logs)
-	if kind := waitGateway(t, f, logs); kind != "identify" {
+	if kind := waitDiscordGateway(t, f, logs); kind != "identify" {
 		t.Fatalf("first gateway handshake %q, want identify", kind)
 	}
-	slashA, threadA := slash(t, f, goalA)
+	slashA, threadA := discordSlash(t, f, goalA)
 	select {
 	case <-asked:
 	case <-time.After(discordWait):
 		t.Fatalf("the model was not asked about %q; logs:\n%s", goalA, logs)
 	}
-	waitFake(t, f, logs, "run A's status card", func() bool { return len(viewThread(f, threadA).cards) == 1 })
+	waitDiscord(t, f, logs, "run A's status card", func() bool { return len(discordThread(f, threadA).cards) == 1 })
 
 	// A mention, then the cut right behind it: the mention may or may not have reached the
 	// daemon before the socket went.
@@ -219,10 +219,10 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	away := !f.Connected()
-	_, threadC := slash(t, f, goalC)
+	_, threadC := discordSlash(t, f, goalC)
 	t.Logf("command C dispatched while the daemon was away: %v", away)
 
-	if kind := waitGateway(t, f, logs); kind != "resume" {
+	if kind := waitDiscordGateway(t, f, logs); kind != "resume" {
 		t.Fatalf("after the drop the daemon's gateway handshake was %q, want resume (it holds a session)", kind)
 	}
 	// Discord may deliver an event again; the daemon must not act on it twice.
@@ -236,9 +236,9 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 
 	threadB := mentionID
 	answers := map[string]string{threadA: "Finished: " + goalA + ".", threadB: "Finished: " + goalB + ".", threadC: "Finished: " + goalC + "."}
-	waitFake(t, f, logs, "the three answers and final cards", func() bool {
+	waitDiscord(t, f, logs, "the three answers and final cards", func() bool {
 		for th, answer := range answers {
-			if !viewThread(f, th).done(answer) {
+			if !discordThread(f, th).done(answer) {
 				return false
 			}
 		}
@@ -247,7 +247,7 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	p.terminate(25 * time.Second)
 
 	for th, answer := range answers {
-		checkOnce(t, f, th, answer)
+		discordOnce(t, f, th, answer)
 	}
 	reqs := f.Requests()
 	// A's redelivery was refused by Discord's callback (already acknowledged), so the
@@ -278,11 +278,11 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	}
 }
 
-// TestFaultDiscord429RetryAfter answers the bot's progress routes in a run's thread with
-// Discord's 429 (retry_after body, Retry-After and X-RateLimit-* headers): the status card's
-// first post twice, its first edit once, and the second part of a two-part answer once. The
-// bot waits at least retry_after before it calls the thread again each time, the card and
-// the whole answer arrive, and nothing is posted twice.
+// TestFaultDiscord429RetryAfter answers the routes of a run's thread with Discord's 429
+// (retry_after body, Retry-After and X-RateLimit-* headers): opening the thread once, the
+// status card's first post twice, its first edit once, and the second part of a two-part
+// answer once. Each time the bot waits at least retry_after before it calls again, the run
+// is not lost, the card and the whole answer arrive, and nothing is posted twice.
 func TestFaultDiscord429RetryAfter(t *testing.T) {
 	bin := loopbotBinary(t)
 	f := newDiscordFake(t)
@@ -312,12 +312,14 @@ func TestFaultDiscord429RetryAfter(t *testing.T) {
 
 	const retryAfter = time.Second
 	p := startLoopbot(t, bin, s.config, s.env, logs)
-	waitGateway(t, f, logs)
+	waitDiscordGateway(t, f, logs)
 	id, token := f.Interaction()
 	thread := "orig-" + token
 	posts, edits := "/api/v9/channels/"+thread+"/messages", "/api/v9/channels/"+thread+"/messages/*"
 	f.RateLimit("POST", posts, 2, retryAfter)  // the card's first post
 	f.RateLimit("PATCH", edits, 1, retryAfter) // the card's first edit
+	// Opening the run's thread, which the adapter does itself after the acknowledgement.
+	f.RateLimit("POST", "/api/v9/channels/"+discordfake.Channel+"/messages/"+thread+"/threads", 1, retryAfter)
 	second := discordfake.RateLimitFault("POST", posts, 1, retryAfter)
 	second.Skip = 2 // the card, then the answer's first part go through
 	f.Inject(second)
@@ -330,22 +332,24 @@ func TestFaultDiscord429RetryAfter(t *testing.T) {
 		t.Fatalf("the model was not asked; logs:\n%s", logs)
 	}
 	// Let the run go on once its card is up, so that its next state is an edit.
-	waitFake(t, f, logs, "the status card", func() bool { return len(viewThread(f, thread).cards) == 1 })
+	waitDiscord(t, f, logs, "the status card", func() bool { return len(discordThread(f, thread).cards) == 1 })
 	close(release)
-	waitFake(t, f, logs, "the whole answer and the final card", func() bool { return viewThread(f, thread).done(last) })
+	waitDiscord(t, f, logs, "the whole answer and the final card", func() bool { return discordThread(f, thread).done(last) })
 	p.terminate(25 * time.Second)
 
 	reqs := f.Requests()
+	// After a 429 the bot holds the thread for retry_after, and the adapter waits as long
+	// before it tries to open the thread again: the next call into the thread (or to the
+	// thread-start route) comes no sooner. A lower bound: time only moves forward.
+	inThread := func(r discordfake.Request) bool { return strings.HasPrefix(r.Path, "/api/v9/channels/"+thread+"/") }
 	var limited int
 	for i, r := range reqs {
 		if r.Status != http.StatusTooManyRequests {
 			continue
 		}
 		limited++
-		// After a 429 the bot holds the channel for retry_after: the next call into the
-		// thread comes no sooner (a lower bound; time only moves forward).
 		for _, next := range reqs[i+1:] {
-			if strings.HasPrefix(next.Path, "/api/v9/channels/"+thread+"/") {
+			if inThread(r) && inThread(next) || next.Path == r.Path {
 				if gap := next.At.Sub(r.At); gap < retryAfter {
 					t.Errorf("%s %s came %s after the 429 on %s %s, want at least %s", next.Method, next.Path, gap, r.Method, r.Path, retryAfter)
 				}
@@ -353,11 +357,11 @@ func TestFaultDiscord429RetryAfter(t *testing.T) {
 			}
 		}
 	}
-	if limited != 4 {
-		t.Errorf("%d requests were answered 429, want 4:\n%s", limited, discordfake.Describe(reqs))
+	if limited != 5 {
+		t.Errorf("%d requests were answered 429, want 5:\n%s", limited, discordfake.Describe(reqs))
 	}
-	checkOnce(t, f, thread, last)
-	v := viewThread(f, thread)
+	discordOnce(t, f, thread, last)
+	v := discordThread(f, thread)
 	if got := strings.Join(v.texts, "\n\n"); !strings.Contains(got, "Paragraph 00 of") || strings.Count(got, "Paragraph ") != 30 {
 		t.Errorf("the thread shows %d paragraphs, want the 30 of the answer once each", strings.Count(got, "Paragraph "))
 	}
@@ -380,9 +384,10 @@ func TestFaultDiscord429RetryAfter(t *testing.T) {
 	}
 }
 
-// signedPost posts body to the interactions endpoint with Discord's signature headers made
-// with key (none if key is nil) at ts, and returns the status and the body of the answer.
-func signedPost(t *testing.T, url string, key ed25519.PrivateKey, ts time.Time, body, sent []byte) (int, []byte) {
+// discordSignedPost posts sent to the interactions endpoint with Discord's signature headers
+// for body made with key (none if key is nil) at ts, and returns the status and the body of
+// the answer.
+func discordSignedPost(t *testing.T, url string, key ed25519.PrivateKey, ts time.Time, body, sent []byte) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, bytes.NewReader(sent))
 	if err != nil {
@@ -415,7 +420,7 @@ func TestFaultDiscordForgedSignature(t *testing.T) {
 	const goal = "check the signed request path"
 	model := llmtest.NewTest(t)
 	model.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		return llmtest.Text("Finished: " + goalOf(r, goal) + ".")
+		return llmtest.Text("Finished: " + discordGoalOf(r, goal) + ".")
 	}))
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -467,27 +472,27 @@ func TestFaultDiscordForgedSignature(t *testing.T) {
 		{"oversized, correctly signed", priv, now, big, big, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
-		if status, body := signedPost(t, url, tt.key, tt.at, tt.body, tt.sent); status != tt.want {
+		if status, body := discordSignedPost(t, url, tt.key, tt.at, tt.body, tt.sent); status != tt.want {
 			t.Errorf("%s: %d %s, want %d", tt.name, status, body, tt.want)
 		}
 	}
 	ping, _ := json.Marshal(discordfake.PingPayload("1200000000000000001"))
-	if status, body := signedPost(t, url, priv, now, ping, ping); status != 200 || !bytes.Equal(bytes.TrimSpace(body), []byte(`{"type":1}`)) {
+	if status, body := discordSignedPost(t, url, priv, now, ping, ping); status != 200 || !bytes.Equal(bytes.TrimSpace(body), []byte(`{"type":1}`)) {
 		t.Errorf("signed PING: %d %s, want 200 with PONG (type 1)", status, body)
 	}
 
 	token, good := command(goal)
 	thread := "orig-" + token
 	for i := range 2 { // the second is a replay of the same signed request
-		if status, body := signedPost(t, url, priv, now, good, good); status != 200 || !bytes.Contains(body, []byte(`"type":5`)) {
+		if status, body := discordSignedPost(t, url, priv, now, good, good); status != 200 || !bytes.Contains(body, []byte(`"type":5`)) {
 			t.Errorf("signed command (delivery %d): %d %s, want 200 with the deferred response (type 5)", i+1, status, body)
 		}
 	}
 	answer := "Finished: " + goal + "."
-	waitFake(t, f, logs, "the answer", func() bool { return viewThread(f, thread).done(answer) })
+	waitDiscord(t, f, logs, "the answer", func() bool { return discordThread(f, thread).done(answer) })
 	p.terminate(25 * time.Second)
 
-	checkOnce(t, f, thread, answer)
+	discordOnce(t, f, thread, answer)
 	reqs := f.Requests()
 	for _, tok := range refused {
 		for _, r := range reqs {
