@@ -334,8 +334,8 @@ func Describe(reqs []Request) string {
 	return b.String()
 }
 
-// Texts returns everything the fake was sent to show to people: the JSON bodies of the
-// requests that create or edit messages, answer interactions or name threads, and the
+// Texts returns everything the fake was sent that people could see: the JSON bodies of all
+// requests but GETs (messages, edits, interaction answers, thread names, commands) and the
 // attached files.
 func (f *Server) Texts() []string {
 	var out []string
