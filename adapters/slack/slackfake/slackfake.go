@@ -54,6 +54,9 @@ type Call struct {
 	Status int
 	// Injected is set when the answer was a failure queued with FailNext.
 	Injected bool
+	// TS is the timestamp the fake gave the message a chat.postMessage or
+	// chat.postEphemeral call posted; empty for other calls and refused ones.
+	TS string
 }
 
 // Ack is one Socket Mode acknowledgement the fake read.
@@ -577,7 +580,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			call.Status = answer.Status
 		}
 	} else {
-		answer = Failure{Body: s.answerLocked(call.Method, call.Values, r.Host)}
+		answer.Body, call.TS = s.answerLocked(call.Method, call.Values, r.Host)
 	}
 	s.calls = append(s.calls, call)
 	s.notifyLocked()
@@ -599,8 +602,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, answer.Body)
 }
 
-// answerLocked is the normal answer to a call of method; s.mu must be held.
-func (s *Server) answerLocked(method string, v url.Values, host string) string {
+// answerLocked is the normal answer to a call of method, with the timestamp of the message
+// it posted if it posted one; s.mu must be held.
+func (s *Server) answerLocked(method string, v url.Values, host string) (body, ts string) {
 	var out map[string]any
 	switch method {
 	case "auth.test":
@@ -609,19 +613,21 @@ func (s *Server) answerLocked(method string, v url.Values, host string) string {
 	case "apps.connections.open":
 		out = map[string]any{"url": fmt.Sprintf("ws://%s/link/?ticket=%d", host, s.conns+1)}
 	case "chat.postMessage":
-		out = map[string]any{"channel": v.Get("channel"), "ts": s.tsLocked()}
+		ts = s.tsLocked()
+		out = map[string]any{"channel": v.Get("channel"), "ts": ts}
 	case "chat.update":
 		out = map[string]any{"channel": v.Get("channel"), "ts": v.Get("ts"), "text": v.Get("text")}
 	case "chat.postEphemeral":
-		out = map[string]any{"message_ts": s.tsLocked()}
+		ts = s.tsLocked()
+		out = map[string]any{"message_ts": ts}
 	case "response_url":
 		out = map[string]any{}
 	default:
-		return `{"ok":false,"error":"unknown_method"}`
+		return `{"ok":false,"error":"unknown_method"}`, ""
 	}
 	out["ok"] = true
 	b, _ := json.Marshal(out)
-	return string(b)
+	return string(b), ts
 }
 
 // tsLocked returns a new message timestamp, later than every earlier one.

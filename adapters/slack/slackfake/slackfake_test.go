@@ -216,6 +216,9 @@ func TestWebAPI(t *testing.T) {
 			t.Errorf("call %d arrived before call %d", i, i-1)
 		}
 	}
+	if got := s.CallsOf("chat.postMessage")[2].TS; got != ts1 || s.CallsOf("chat.postMessage")[0].TS != "" {
+		t.Errorf("recorded post timestamps %q, want %q for the first post taken and none for a refused one", got, ts1)
+	}
 	if got := s.CallsOf("chat.update")[1].Values.Get("text"); got != "edited" {
 		t.Errorf("update text %q", got)
 	}
