@@ -215,8 +215,9 @@ func (sf *slackFault) checkOnce(goals ...string) {
 	}
 }
 
-// check stops nothing: it runs the fault suite's invariants on the stopped daemon's
-// database with everything sent to Slack as shown and the Slack credentials as secrets.
+// check runs the fault suite's invariants on the database of the daemon, which the caller
+// has stopped, with everything sent to Slack as shown and the Slack credentials as secrets;
+// goals are the mentions whose acks the fake read.
 func (sf *slackFault) check(goals ...string) []*bot.RunRecord {
 	sf.t.Helper()
 	return invariants{db: sf.setup.db, goals: goals, shown: sf.shown(), logs: sf.logs.String(), secrets: slackSecrets, settled: true}.check(sf.t)
