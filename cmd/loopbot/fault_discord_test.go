@@ -232,9 +232,17 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	if err := f.Dispatch("MESSAGE_CREATE", mention); err != nil {
 		t.Fatal(err)
 	}
+	// Both reached the daemon (the mention twice in all, from the replay or before the cut,
+	// and again) before A's run goes on.
+	tokenA := slashA["token"].(string)
+	threadB := mentionID
+	waitDiscord(t, f, logs, "the redeliveries", func() bool {
+		reqs := f.Requests()
+		return len(discordfake.Find(reqs, "POST", "/api/v9/interactions/*/"+tokenA+"/callback")) == 2 &&
+			len(discordfake.Find(reqs, "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/"+threadB+"/threads")) == 2
+	})
 	close(release)
 
-	threadB := mentionID
 	answers := map[string]string{threadA: "Finished: " + goalA + ".", threadB: "Finished: " + goalB + ".", threadC: "Finished: " + goalC + "."}
 	waitDiscord(t, f, logs, "the three answers and final cards", func() bool {
 		for th, answer := range answers {
@@ -252,7 +260,6 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	reqs := f.Requests()
 	// A's redelivery was refused by Discord's callback (already acknowledged), so the
 	// daemon did nothing more with it.
-	tokenA := slashA["token"].(string)
 	if cbs := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/"+tokenA+"/callback"); len(cbs) != 2 || cbs[0].Status != 204 {
 		t.Errorf("run A's callbacks %+v, want the acknowledgement and the refused redelivery", cbs)
 	}
