@@ -27,6 +27,16 @@ type channel struct {
 	// notBefore holds the channel back after a rate limit (its Retry-After) or a failure
 	// (the backoff). Later items of the channel wait too, so messages keep their order.
 	notBefore time.Time
+	// unsettled are items that reached the platform but could not be settled in the store
+	// (a full disk, say), by key: the next pass must edit what was posted, or only settle,
+	// rather than post it again.
+	unsettled map[string]unsettled
+}
+
+// unsettled is what the platform shows of an item the store does not know was sent.
+type unsettled struct {
+	ref MessageRef // the message posted, if the platform named it
+	msg Message    // what it shows, before redaction
 }
 
 // dispatch sends the outbox until ctx ends or, once Stop closed b.flush, until the outbox is
@@ -81,10 +91,11 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			next = t
 		}
 	}
-	held, seen := map[string]bool{}, map[string]bool{}
+	held, seen, stored := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, it := range items {
 		key := it.Thread.Platform + "/" + it.Thread.Channel
 		seen[key] = true
+		stored[it.Key] = true
 		if held[key] || ctx.Err() != nil {
 			left++
 			continue
@@ -112,6 +123,17 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			held[key] = true
 			waitFor(ch.notBefore)
 			left++
+		}
+	}
+	// Settling a sent item is tried again until the store takes it.
+	for _, ch := range channels {
+		for key := range ch.unsettled {
+			if !stored[key] {
+				delete(ch.unsettled, key)
+			}
+		}
+		if len(ch.unsettled) > 0 {
+			waitFor(time.Now().Add(retryBase))
 		}
 	}
 	// Forget channels with nothing to send and nothing to wait for, so a bot that has
@@ -153,6 +175,16 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 	}
 	out := b.redactor.message(msg)
 	var ref MessageRef
+	if u, ok := ch.unsettled[it.Key]; ok {
+		if existing.ID == "" {
+			// Edit what was posted, and save its reference this time.
+			existing, ref = u.ref, u.ref
+		}
+		if reflect.DeepEqual(u.msg, msg) {
+			b.sent(ctx, it, msg, ref, ch)
+			return true
+		}
+	}
 	if existing.ID != "" {
 		err = p.Update(ctx, existing, out)
 	} else {
@@ -162,7 +194,7 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 	var perm *PermanentError
 	switch {
 	case err == nil:
-		b.sent(ctx, it, msg, ref)
+		b.sent(ctx, it, msg, ref, ch)
 		return true
 	case errors.As(err, &rl):
 		// Honour Retry-After for this channel only; the item is tried once more after it.
@@ -201,8 +233,9 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 // sent records a message that reached the platform: the reference of a new card, so later
 // states edit it in place, and the end of the item. A card item is done only if the records
 // still render to what was sent; if they changed meanwhile it stays and goes again. The
-// message is out, so this bookkeeping is done even when ctx is ending.
-func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef) {
+// message is out, so this bookkeeping is done even when ctx is ending. If the store refuses
+// it, the channel remembers what was sent, so that it is not posted a second time.
+func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef, ch *channel) {
 	err := b.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
 		if ref.ID != "" {
 			if err := saveRef(tx, it, ref); err != nil {
@@ -218,7 +251,13 @@ func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageR
 	})
 	if err != nil {
 		b.log.Error("settle sent outbox item", "item", it.Key, "err", err)
+		if ch.unsettled == nil {
+			ch.unsettled = map[string]unsettled{}
+		}
+		ch.unsettled[it.Key] = unsettled{ref: ref, msg: msg}
+		return
 	}
+	delete(ch.unsettled, it.Key)
 }
 
 // drop deletes an item that cannot be sent. It reports true: the item is settled.

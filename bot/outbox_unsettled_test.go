@@ -1,0 +1,135 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
+)
+
+// refusingStore is a store whose writes fail while refuse is set, as on a full disk.
+type refusingStore struct {
+	*store.DB
+	refuse atomic.Bool
+}
+
+func (s *refusingStore) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
+	if s.refuse.Load() {
+		return errors.New("store update: write loopbot.db: no space left on device")
+	}
+	return s.DB.Update(ctx, fn)
+}
+
+// TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem fills the disk, as it
+// were, just as a status card and then an answer reach the platform: the store cannot record
+// that they were sent. Neither may be posted a second time; the card is edited in place once
+// the store takes writes again, and the answer is only settled.
+func TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &refusingStore{DB: db}
+		release := make(chan struct{})
+		m := newModel(t)
+		m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+			if strings.Contains(r.Messages[len(r.Messages)-1].Content, "first") {
+				<-release
+			}
+			return llmtest.Text("Answer to " + r.Messages[len(r.Messages)-1].Content)
+		}))
+		ag, err := agent.New(agent.Config{}, m.client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plat := &recorder{}
+		var cardPosts, answerPosts atomic.Int32
+		plat.fail = func(o op) error {
+			if o.kind != "post" || o.ref.Thread != thread {
+				return nil
+			}
+			// The message goes out; the write that records it will fail.
+			switch {
+			case o.msg.Kind == bot.KindStatus && cardPosts.Add(1) == 1:
+				st.refuse.Store(true)
+			case o.msg.Kind == bot.KindAnswer && answerPosts.Add(1) == 1:
+				st.refuse.Store(true)
+			}
+			return nil
+		}
+		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
+		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := b.Stop(context.Background()); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			if err := db.Check(context.Background()); err != nil {
+				t.Errorf("store check: %v", err)
+			}
+			db.Close()
+		}()
+		handle := func(id string, th bot.ThreadRef, text string) {
+			t.Helper()
+			if _, err := b.Handle(context.Background(), bot.Event{ID: id, Kind: bot.EventMention, Thread: th, User: ann, Text: text}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		handle("ev-1", thread, "first goal")
+		time.Sleep(5 * time.Second) // the card is posted and cannot be settled: retries
+		synctest.Wait()
+		if n := cardPosts.Load(); n != 1 {
+			t.Fatalf("while the store refused writes the status card was posted %d times, want once", n)
+		}
+		st.refuse.Store(false)
+		time.Sleep(2 * time.Second)
+		close(release)
+		time.Sleep(5 * time.Second) // the answer is posted and cannot be settled: retries
+		synctest.Wait()
+		st.refuse.Store(false)
+		// Another thread's run wakes the dispatcher, which would post whatever it thinks
+		// is still unsent.
+		other := bot.ThreadRef{Platform: "test", Channel: "C2", Thread: "T2"}
+		handle("ev-2", other, "second goal")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		if n := cardPosts.Load(); n != 1 {
+			t.Errorf("the status card was posted %d times, want once and then edited", n)
+		}
+		if n := answerPosts.Load(); n != 1 {
+			t.Errorf("the answer was posted %d times, want once", n)
+		}
+		cards := plat.sent(bot.KindStatus)
+		if card := plat.shown(cards[0].ref.ID); card.Text != "Done" {
+			t.Errorf("the status card shows %q, want Done", card.Text)
+		}
+		var left []bot.OutboxItem
+		if err := db.View(context.Background(), func(tx bot.Tx) error {
+			left, err = tx.Outbox()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 0 {
+			t.Errorf("outbox still holds %+v", left)
+		}
+	})
+}
