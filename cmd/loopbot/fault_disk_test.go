@@ -39,8 +39,8 @@ func mountTiny(t *testing.T, size string) string {
 	return dir
 }
 
-// fill writes a file in dir until the file system is full, and returns its path.
-func fill(t *testing.T, dir string) string {
+// fillFS writes a file in dir until the file system is full, and returns its path.
+func fillFS(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "filler")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -116,7 +116,7 @@ func TestFaultDiskFull(t *testing.T) {
 		t.Fatalf("the model was not asked about the big goal; logs:\n%s", logs)
 	}
 	from := len(logs.String())
-	filler := fill(t, mnt)
+	filler := fillFS(t, mnt)
 	close(filled)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -138,11 +138,11 @@ func TestFaultDiskFull(t *testing.T) {
 	t.Logf("after the failed checkpoint the run is held: %t", held)
 	// The daemon keeps serving: health, the console, and a clear refusal of a new goal
 	// that cannot be stored.
-	admin := "http://" + adminAddr(t, logs.String())
+	admin := "http://" + loggedAdminAddr(t, logs.String())
 	if body := get(t, admin+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %q", body)
 	}
-	res := postBurst(c.url+"/api/threads", map[string]string{"id": uuid(3), "user": "ann", "text": "goal on a full disk"})
+	res := postConsole(c.url+"/api/threads", map[string]string{"id": uuid(3), "user": "ann", "text": "goal on a full disk"})
 	switch {
 	case res.err != nil:
 		t.Fatalf("posting a goal on a full disk: %v", res.err)
@@ -208,7 +208,7 @@ func TestFaultDiskFullAtStart(t *testing.T) {
 	model.SetFallback(llmtest.Text("Started after all."))
 	s := newFaultSetup(t, model, fastEdits)
 	moveDB(t, &s, filepath.Join(mnt, "loopbot.db"))
-	filler := fill(t, mnt)
+	filler := fillFS(t, mnt)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

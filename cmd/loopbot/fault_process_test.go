@@ -66,8 +66,8 @@ type procInfo struct {
 	cmdline string
 }
 
-// processes reads /proc: every process with its parent, state and command line.
-func processes() map[int]procInfo {
+// procTable reads /proc: every process with its parent, state and command line.
+func procTable() map[int]procInfo {
 	out := map[int]procInfo{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -97,7 +97,7 @@ func processes() map[int]procInfo {
 
 // descendants returns the processes below pid, with their command lines.
 func descendants(pid int) map[int]string {
-	all := processes()
+	all := procTable()
 	out := map[int]string{}
 	for changed := true; changed; {
 		changed = false
@@ -114,10 +114,10 @@ func descendants(pid int) map[int]string {
 	return out
 }
 
-// alive returns those of procs that still run: a zombie, or a process that has since taken
+// stillAlive returns those of procs that still run: a zombie, or a process that has since taken
 // a reused PID with another command line, does not count.
-func alive(procs map[int]string) map[int]string {
-	now := processes()
+func stillAlive(procs map[int]string) map[int]string {
+	now := procTable()
 	out := map[int]string{}
 	for pid, cmd := range procs {
 		if info, ok := now[pid]; ok && info.state != "Z" && info.state != "X" && info.cmdline == cmd {
@@ -177,7 +177,7 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 	p.kill()
 	// --die-with-parent and the sandbox's PID namespace take the command down with the
 	// daemon; a survivor would write "end" in half a minute.
-	awaitCond(t, "the sandboxed command dies with the daemon", 10*time.Second, func() bool { return len(alive(sandbox)) == 0 })
+	awaitCond(t, "the sandboxed command dies with the daemon", 10*time.Second, func() bool { return len(stillAlive(sandbox)) == 0 })
 
 	p = startLoopbot(t, bin, s.config, s.env, logs)
 	c.waitFor(thread, regexp.MustCompile(regexp.QuoteMeta(answer)))
@@ -205,36 +205,38 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 	}
 }
 
-// burstPost is one console POST made from a goroutine, which must not fail the test itself.
-type burstPost struct {
+// consolePost is the outcome of a console POST that the test judges itself: made from a
+// goroutine, which must not fail the test, or expected to be refused.
+type consolePost struct {
 	status int
 	body   map[string]any
 	err    error
 }
 
-func postBurst(url string, body map[string]string) burstPost {
+// postConsole posts body as JSON, with the headers the console's page sends.
+func postConsole(url string, body map[string]string) consolePost {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequest("POST", url, bytes.NewReader(b))
 	if err != nil {
-		return burstPost{err: err}
+		return consolePost{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Loopbot", "1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return burstPost{err: err}
+		return consolePost{err: err}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	res := burstPost{status: resp.StatusCode, err: err}
+	res := consolePost{status: resp.StatusCode, err: err}
 	if err == nil {
 		res.err = json.Unmarshal(raw, &res.body)
 	}
 	return res
 }
 
-// adminAddr reads the admin address the daemon logged when it came up last.
-func adminAddr(t *testing.T, logs string) string {
+// loggedAdminAddr reads the admin address the daemon logged when it came up last.
+func loggedAdminAddr(t *testing.T, logs string) string {
 	t.Helper()
 	m := regexp.MustCompile(`loopbot is up".*admin=(\S+)`).FindAllStringSubmatch(logs, -1)
 	if len(m) == 0 {
@@ -297,7 +299,7 @@ func TestFaultKill9DuringCommitBurst(t *testing.T) {
 
 	ids := make([]string, goals)
 	texts := make([]string, goals)
-	results := make([]burstPost, goals)
+	results := make([]consolePost, goals)
 	for i := range goals {
 		ids[i], texts[i] = uuid(i), fmt.Sprintf("burst goal %02d", i)
 	}
@@ -306,7 +308,7 @@ func TestFaultKill9DuringCommitBurst(t *testing.T) {
 	for range 10 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < goals; i = int(next.Add(1)) - 1 {
-				results[i] = postBurst(c.url+"/api/threads", map[string]string{"id": ids[i], "user": "ann", "text": texts[i]})
+				results[i] = postConsole(c.url+"/api/threads", map[string]string{"id": ids[i], "user": "ann", "text": texts[i]})
 			}
 		})
 	}
@@ -328,7 +330,7 @@ func TestFaultKill9DuringCommitBurst(t *testing.T) {
 		// No answer before the kill: the page submits again with the same ID. A
 		// duplicate means the first submission was claimed; whether its run was stored
 		// too is not known.
-		again := postBurst(c.url+"/api/threads", map[string]string{"id": ids[i], "user": "ann", "text": texts[i]})
+		again := postConsole(c.url+"/api/threads", map[string]string{"id": ids[i], "user": "ann", "text": texts[i]})
 		switch {
 		case again.err != nil || again.status != http.StatusCreated:
 			t.Fatalf("goal %d submitted again after the restart: %d %v %v", i, again.status, again.body, again.err)
@@ -341,7 +343,7 @@ func TestFaultKill9DuringCommitBurst(t *testing.T) {
 	t.Logf("%d goals accepted before the kill or after, %d claimed with no answer; the model was asked %d times before the kill",
 		len(accepted), len(unsure), killAfter)
 
-	admin := adminAddr(t, logs.String())
+	admin := loggedAdminAddr(t, logs.String())
 	awaitCond(t, "every run ends after the restart", 60*time.Second, func() bool {
 		n := runCounts(admin)
 		return n != nil && n["completed"] >= len(accepted) &&
