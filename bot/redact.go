@@ -14,7 +14,8 @@ const redacted = "[redacted]"
 const minSecretLen = 4
 
 // secretPatterns are the shapes of well-known credentials. Where a pattern has a group, the
-// group is a label that stays ("Bearer [redacted]"); otherwise the whole match goes.
+// group is a label that stays ("Bearer [redacted]"), and a second group is what follows the
+// secret and stays too; otherwise the whole match goes.
 var secretPatterns = []*regexp.Regexp{
 	// Private key blocks, also one cut off before its END line.
 	regexp.MustCompile(`(?s)-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\z)`),
@@ -28,6 +29,13 @@ var secretPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{22,}`),
 	// AWS access key IDs.
 	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
+	// AWS secret access keys after their name, as ~/.aws/credentials writes it.
+	regexp.MustCompile(`(?i)(aws_secret_access_key["']?\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}`),
+	// Values of environment variables named as secrets, as .env files and env print them:
+	// DB_PASSWORD=..., AWS_SECRET_ACCESS_KEY=..., STRIPE_API_KEY=....
+	regexp.MustCompile(`\b((?:[A-Z0-9]+_)*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)(?:_[A-Z0-9]+)*["']?\s*[=:]\s*["']?)[^\s"']{8,}`),
+	// Passwords in URLs: scheme://user:password@host.
+	regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)`),
 	// JSON web tokens.
 	regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
 	// Discord bot tokens: base64 user ID, timestamp and HMAC, dot-separated.
@@ -63,10 +71,13 @@ func (r *Redactor) Redact(s string) string {
 		s = strings.ReplaceAll(s, v, redacted)
 	}
 	for _, re := range secretPatterns {
-		if re.NumSubexp() > 0 {
-			s = re.ReplaceAllString(s, "${1}"+redacted)
-		} else {
+		switch re.NumSubexp() {
+		case 0:
 			s = re.ReplaceAllLiteralString(s, redacted)
+		case 1:
+			s = re.ReplaceAllString(s, "${1}"+redacted)
+		default:
+			s = re.ReplaceAllString(s, "${1}"+redacted+"${2}")
 		}
 	}
 	return s

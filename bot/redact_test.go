@@ -20,6 +20,10 @@ func TestRedact(t *testing.T) {
 		{"github classic", "ghp_abcdefghijklmnopqrstuvwxyz0123456789 ok", "[redacted] ok"},
 		{"github fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "[redacted]"},
 		{"aws key id", "aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws_access_key_id = [redacted]"},
+		{"aws secret in a credentials file", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n", "aws_secret_access_key = [redacted]\n"},
+		{"aws secret in the environment", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[redacted]"},
+		{"secret-named variables", "DB_PASSWORD=hunter2hunter2\nexport STRIPE_API_KEY=\"rk_live_51Habc0123\"", "DB_PASSWORD=[redacted]\nexport STRIPE_API_KEY=\"[redacted]\""},
+		{"password in a URL", "DATABASE_URL=postgres://app:s3cr3t-pw@db.internal:5432/app", "DATABASE_URL=postgres://app:[redacted]@db.internal:5432/app"},
 		{"discord bot token", "MTA4NjM0NTY3ODkwMTIzNDU2Nw.GabcDE.abcdefghijklmnopqrstuvwxyz012345", "[redacted]"},
 		{"bearer", "Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [redacted]"},
 		{"jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "[redacted]"},
@@ -28,6 +32,8 @@ func TestRedact(t *testing.T) {
 		{"configured value", "the password is hunter2-secret.", "the password is [redacted]."},
 		{"short configured values are ignored", "abc and spaces", "abc and spaces"},
 		{"ordinary text", "sk-short, task-1234, xoxb- and a skeleton key", "sk-short, task-1234, xoxb- and a skeleton key"},
+		{"ordinary settings and addresses", "MAX_TOKENS=4096, TOKEN_LIMIT=short, http://localhost:8080/a@b, me@example.com",
+			"MAX_TOKENS=4096, TOKEN_LIMIT=short, http://localhost:8080/a@b, me@example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
