@@ -90,7 +90,13 @@ func (a *Adapter) onInteraction(ctx context.Context, h Handler, raw []byte) {
 	_, err = call(ctx, "acknowledge interaction", func(opts ...discordgo.RequestOption) (struct{}, error) {
 		return struct{}{}, a.s.InteractionRespond(in.it, deferredResponse(in), opts...)
 	})
-	if err != nil {
+	switch {
+	case apiCode(err) == discordgo.ErrCodeInteractionHasAlreadyBeenAcknowledged:
+		// A redelivery (after a gateway resume) of an interaction this process or an earlier
+		// one answered: the first delivery did the work.
+		a.log.Info("discord: interaction delivered again; already acknowledged", "interaction", in.ev.ID)
+		return
+	case err != nil:
 		// Past its three seconds the interaction is lost; Discord tells the user it failed.
 		a.log.Error("discord: acknowledge interaction", "interaction", in.ev.ID, "err", err)
 		return

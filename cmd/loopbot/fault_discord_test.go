@@ -263,6 +263,9 @@ func TestFaultDiscordGatewayDropped(t *testing.T) {
 	if cbs := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/"+tokenA+"/callback"); len(cbs) != 2 || cbs[0].Status != 204 {
 		t.Errorf("run A's callbacks %+v, want the acknowledgement and the refused redelivery", cbs)
 	}
+	if l := logs.String(); !strings.Contains(l, "already acknowledged") || strings.Contains(l, "discord: acknowledge interaction") {
+		t.Errorf("the refused redelivery is not logged as a duplicate (and only so):\n%s", l)
+	}
 	if n := len(discordfake.Find(reqs, "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/"+threadA+"/threads")); n != 1 {
 		t.Errorf("run A's thread was started %d times, want once", n)
 	}
