@@ -62,6 +62,13 @@ var scenarios = []scenario{
 }
 
 func main() {
+	if spec := os.Getenv(modelProcessEnv); spec != "" {
+		if err := serveModel(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loopbench model process:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {

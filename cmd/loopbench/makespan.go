@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -42,25 +44,14 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	defer closeStore()
 
 	steps := o.makespanSteps
-	srv := llmtest.New()
-	srv.SetFallback(llmtest.Delay(o.makespanLatency, llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		// Each run's own request says how far it got: one tool result per step done.
-		done := 0
-		for _, m := range r.Messages {
-			if m.Role == "tool" {
-				done++
-			}
-		}
-		if done < steps-1 && len(r.Tools) > 0 {
-			return llmtest.ToolCalls(llmtest.Call("look", `{"n":`+strconv.Itoa(done)+`}`))
-		}
-		return llmtest.Text("done")
-	})))
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start model server: %w", err)
+	// The fake model runs in a child process, so that the peak RSS is the bot's side (bot,
+	// store, model client) and not the fake's, which keeps every request it was sent.
+	modelURL, stopModel, err := startModelProcess(ctx, steps, o.makespanLatency)
+	if err != nil {
+		return nil, err
 	}
-	defer srv.Close()
-	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
+	defer stopModel()
+	client, err := llm.New(llm.Config{BaseURL: modelURL, Model: "m", MaxRetries: -1})
 	if err != nil {
 		return nil, fmt.Errorf("model client: %w", err)
 	}
@@ -144,18 +135,114 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	}
 	wall := last.Sub(start)
 	ideal := time.Duration(steps) * o.makespanLatency
-	var reqBytes int
-	for _, r := range srv.Requests() {
-		reqBytes += len(r.Body)
-	}
 	return []figure{
 		{Key: "makespan_ratio", Value: wall.Seconds() / ideal.Seconds(), Unit: "ratio",
 			Note: fmt.Sprintf("%d runs started at once (one mention each, own channel, accepted in %s), %d steps each (%d tool calls + the answer) at %s model latency over HTTP, real store: last completed after %s, ideal %s",
 				o.makespanRuns, accepted.Round(time.Millisecond), steps, steps-1, o.makespanLatency, wall.Round(time.Millisecond), ideal)},
 		{Key: "peak_rss_mb", Value: float64(peak) / 1024, Unit: "MB",
-			Note: fmt.Sprintf("%s; the same process holds the fake model server, which keeps all %d requests (%.1f MB of bodies)",
-				peakNote, len(srv.Requests()), float64(reqBytes)/(1<<20))},
+			Note: peakNote + "; bot, store, model client and recording platform, the fake model being another process"},
 	}, nil
+}
+
+// modelProcessEnv, set in the environment of loopbench (or its test binary), makes it serve
+// the makespan scenario's model instead of measuring: see serveModel.
+const modelProcessEnv = "LOOPBENCH_MAKESPAN_MODEL"
+
+// startModelProcess starts this executable again as the makespan model server, for runs of
+// steps steps at latency, and returns its base URL and a function that stops it.
+func startModelProcess(ctx context.Context, steps int, latency time.Duration) (url string, stop func() error, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("model process: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", modelProcessEnv, steps, latency))
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, fmt.Errorf("model process: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, fmt.Errorf("model process: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("model process: %w", err)
+	}
+	exited := make(chan error, 1)
+	// The child serves until its stdin closes, which also happens when this process dies.
+	stop = func() error {
+		stdin.Close()
+		select {
+		case err := <-exited:
+			exited <- err
+			return err
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			return errors.New("model process did not stop within 10s")
+		}
+	}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		io.Copy(io.Discard, stdout) // so that Wait does not race the read
+		exited <- cmd.Wait()
+	}()
+	select {
+	case first, ok := <-line:
+		if ok && strings.HasPrefix(first, "http://") {
+			return first, stop, nil
+		}
+		stop()
+		return "", nil, fmt.Errorf("model process said %q, want its URL; its log:\n%s", first, logs.String())
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	cmd.Process.Kill()
+	stop()
+	return "", nil, errors.New("model process did not start within 30s")
+}
+
+// serveModel is the model process: spec is "steps,latency". It prints the server's base URL
+// on out, then serves until in closes. Each run's request says how far the run got (one
+// tool result per step done): it asks for a tool call until steps-1 are done, then answers.
+func serveModel(spec string, in io.Reader, out io.Writer) error {
+	stepsText, latencyText, ok := strings.Cut(spec, ",")
+	steps, err := strconv.Atoi(stepsText)
+	if !ok || err != nil || steps < 1 {
+		return fmt.Errorf("%s=%q: want steps,latency", modelProcessEnv, spec)
+	}
+	latency, err := time.ParseDuration(latencyText)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", modelProcessEnv, spec, err)
+	}
+	srv := llmtest.New()
+	srv.SetFallback(llmtest.Delay(latency, llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		done := 0
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				done++
+			}
+		}
+		if done < steps-1 && len(r.Tools) > 0 {
+			return llmtest.ToolCalls(llmtest.Call("look", `{"n":`+strconv.Itoa(done)+`}`))
+		}
+		return llmtest.Text("done")
+	})))
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("start model server: %w", err)
+	}
+	defer srv.Close()
+	if _, err := fmt.Fprintln(out, srv.URL()); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, in)
+	return err
 }
 
 func maxTime(a, b time.Time) time.Time {
