@@ -11,6 +11,9 @@ import (
 	"github.com/loopbot/loopbot/agent"
 )
 
+// errDuplicate rolls back the transaction of a delivery that was already claimed.
+var errDuplicate = errors.New("duplicate delivery")
+
 // What a person is told when an event changes nothing. They are short and safe: the
 // details go to the log.
 const (
@@ -29,9 +32,11 @@ const (
 // deadline. The Result's Notice is for the acting user alone; anything for the thread goes
 // through the outbox.
 //
-// Deliveries are claimed before they are handled, so a platform retry is a Duplicate even
-// when the first delivery failed half-way: a retry must never start a second run, and a
-// goal lost to a store failure is less harm than one run twice.
+// Every delivery is claimed in the store, so a platform retry is a Duplicate. A goal's claim
+// commits in the same transaction as its run (or its place in the queue): a delivery the
+// store failed to take leaves no claim behind, and its retry starts the run exactly once.
+// Clicks and commands are claimed before they are handled; losing one of those to a store
+// failure costs a second click, never a second effect.
 func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	b.mu.Lock()
 	stopped := b.stopped
@@ -49,14 +54,18 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	if ev.User.Bot {
 		return Result{}, nil
 	}
-	first, err := b.store.ClaimEvent(ctx, ev.ID, b.now(), time.Duration(b.cfg.DedupeTTL))
-	if err != nil {
-		return Result{}, fmt.Errorf("claim event %s: %w", ev.ID, err)
-	}
-	if !first {
-		return Result{Duplicate: true}, nil
+	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	if !goal {
+		first, err := b.store.ClaimEvent(ctx, ev.ID, b.now(), time.Duration(b.cfg.DedupeTTL))
+		if err != nil {
+			return Result{}, fmt.Errorf("claim event %s: %w", ev.ID, err)
+		}
+		if !first {
+			return Result{Duplicate: true}, nil
+		}
 	}
 	var res Result
+	var err error
 	switch {
 	case ev.Kind == EventAction:
 		res, err = b.click(ctx, ev)
@@ -66,6 +75,9 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.cancelThread(ctx, ev)
 	default:
 		res, err = b.start(ctx, ev)
+	}
+	if errors.Is(err, errDuplicate) {
+		return Result{Duplicate: true}, nil
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("handle %s event %s: %w", ev.Kind, ev.ID, err)
@@ -80,19 +92,37 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 // the thread it starts one, which sees the thread's history; a reply to a run that waits for
 // input is its answer; anything else waits in the thread's queue.
 func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
-	if !b.mayStart(ev) {
-		return Result{Notice: noticeNotAllowed}, nil
+	claim := func(tx Tx) error {
+		first, err := tx.ClaimEvent(ev.ID, b.now(), time.Duration(b.cfg.DedupeTTL))
+		switch {
+		case err != nil:
+			return err
+		case !first:
+			return errDuplicate
+		}
+		return nil
 	}
 	text := strings.TrimSpace(ev.Text)
+	var notice string
 	switch {
+	case !b.mayStart(ev):
+		notice = noticeNotAllowed
 	case text == "" && ev.Kind == EventReply:
-		return Result{}, nil
 	case text == "":
-		return Result{Notice: noticeNoGoal}, nil
+		notice = noticeNoGoal
+	}
+	if notice != "" || text == "" {
+		if err := b.store.Update(ctx, claim); err != nil {
+			return Result{}, err
+		}
+		return Result{Notice: notice}, nil
 	}
 	var res Result
 	err := b.store.Update(ctx, func(tx Tx) error {
 		res = Result{}
+		if err := claim(tx); err != nil {
+			return err
+		}
 		conv, err := conversation(tx, ev.Thread)
 		if err != nil {
 			return err

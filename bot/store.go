@@ -49,6 +49,10 @@ type Tx interface {
 	Action(id string) (*Action, error)
 	PutAction(a *Action) error
 
+	// ClaimEvent is Store.ClaimEvent inside the transaction: the claim commits together
+	// with what the transaction does about the event, so a failure loses neither.
+	ClaimEvent(id string, now time.Time, ttl time.Duration) (first bool, err error)
+
 	AppendAudit(e AuditEntry) error
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)

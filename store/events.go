@@ -19,44 +19,19 @@ var errNoChange = errors.New("no change")
 // or its earlier claim has expired (a claim is live while now is before its expiry), and
 // false for a duplicate within ttl.
 func (db *DB) ClaimEvent(ctx context.Context, id string, now time.Time, ttl time.Duration) (bool, error) {
-	if id == "" {
-		return false, errors.New("claim event: no id")
-	}
-	if ttl <= 0 {
-		return false, fmt.Errorf("claim event %s: ttl must be positive, got %s", id, ttl)
-	}
-	expires := now.Add(ttl).UTC()
-	if err := checkKeyTime(expires); err != nil {
-		return false, fmt.Errorf("claim event %s: %w", id, err)
-	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	var first bool
 	err := db.bolt.Update(func(btx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		events, index := btx.Bucket(bucketEvents), btx.Bucket(bucketEventExpiry)
-		if v := events.Get([]byte(id)); v != nil {
-			old, err := decode[claim](v, "event claim "+id)
-			if err != nil {
-				return err
-			}
-			if now.Before(old.ExpiresAt) {
-				return errNoChange
-			}
-			if err := index.Delete(expiryKey(old.ExpiresAt, id)); err != nil {
-				return err
-			}
+		var err error
+		if first, err = claimEvent(btx, id, now, ttl); err == nil && !first {
+			return errNoChange
 		}
-		data, err := json.Marshal(claim{ExpiresAt: expires})
-		if err != nil {
-			return err
-		}
-		if err := events.Put([]byte(id), data); err != nil {
-			return err
-		}
-		return index.Put(expiryKey(expires, id), []byte{})
+		return err
 	})
 	switch {
 	case errors.Is(err, errNoChange):
@@ -64,7 +39,61 @@ func (db *DB) ClaimEvent(ctx context.Context, id string, now time.Time, ttl time
 	case err != nil:
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}
-	return true, nil
+	return first, nil
+}
+
+// ClaimEvent claims id inside the transaction, as DB.ClaimEvent does alone: the claim
+// commits with what the transaction does about the event, or not at all.
+func (t *tx) ClaimEvent(id string, now time.Time, ttl time.Duration) (bool, error) {
+	if t.closed {
+		return false, ErrTxClosed
+	}
+	first, err := claimEvent(t.btx, id, now, ttl)
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", id, err)
+	}
+	return first, nil
+}
+
+// claimEvent records the claim in btx and reports whether it is the first live one.
+func claimEvent(btx *bolt.Tx, id string, now time.Time, ttl time.Duration) (bool, error) {
+	if id == "" {
+		return false, errors.New("no id")
+	}
+	if ttl <= 0 {
+		return false, fmt.Errorf("ttl must be positive, got %s", ttl)
+	}
+	expires := now.Add(ttl).UTC()
+	if err := checkKeyTime(expires); err != nil {
+		return false, err
+	}
+	if !btx.Writable() {
+		return false, errors.New("claim in a read-only transaction")
+	}
+	events, index := btx.Bucket(bucketEvents), btx.Bucket(bucketEventExpiry)
+	if events == nil || index == nil {
+		return false, errors.New("event buckets are missing")
+	}
+	if v := events.Get([]byte(id)); v != nil {
+		old, err := decode[claim](v, "event claim "+id)
+		if err != nil {
+			return false, err
+		}
+		if now.Before(old.ExpiresAt) {
+			return false, nil
+		}
+		if err := index.Delete(expiryKey(old.ExpiresAt, id)); err != nil {
+			return false, err
+		}
+	}
+	data, err := json.Marshal(claim{ExpiresAt: expires})
+	if err != nil {
+		return false, err
+	}
+	if err := events.Put([]byte(id), data); err != nil {
+		return false, err
+	}
+	return true, index.Put(expiryKey(expires, id), []byte{})
 }
 
 // PurgeEvents deletes the claims that expired at or before now and returns how many. It

@@ -47,6 +47,49 @@ func testDedupe(t *testing.T, su *suite) {
 	})
 }
 
+// testDedupeInTx checks that a claim made inside a transaction is kept only if the
+// transaction commits, and that it is the same claim the Store's own ClaimEvent sees.
+func testDedupeInTx(t *testing.T, su *suite) {
+	s := su.open(t)
+	ctx := t.Context()
+	errAbort := errors.New("the work failed")
+	claimTx := func(id string, fail error) (bool, error) {
+		var first bool
+		err := s.Update(ctx, func(tx bot.Tx) error {
+			var err error
+			if first, err = tx.ClaimEvent(id, t0, time.Minute); err != nil {
+				return err
+			}
+			return fail
+		})
+		return first, err
+	}
+	if first, err := claimTx("Ev1", errAbort); !errors.Is(err, errAbort) || !first {
+		t.Fatalf("claim in a failing transaction = %v, %v; want true and the transaction's error", first, err)
+	}
+	if first, err := claimTx("Ev1", nil); err != nil || !first {
+		t.Fatalf("claim after the rollback = %v, %v; want the first claim (the failed one left nothing)", first, err)
+	}
+	if first, err := claimTx("Ev1", nil); err != nil || first {
+		t.Errorf("second claim in a transaction = %v, %v; want a duplicate", first, err)
+	}
+	claimAll(t, s, []claimStep{{"store claim after a transaction claim", "Ev1", 0, time.Minute, false}})
+	claimAll(t, s, []claimStep{{"store claim first", "Ev2", 0, time.Minute, true}})
+	if first, err := claimTx("Ev2", nil); err != nil || first {
+		t.Errorf("transaction claim after a store claim = %v, %v; want a duplicate", first, err)
+	}
+	if first, err := claimTx("", nil); err == nil || first {
+		t.Errorf("claim of an empty id = %v, %v; want an error", first, err)
+	}
+	err := s.View(ctx, func(tx bot.Tx) error {
+		_, err := tx.ClaimEvent("Ev3", t0, time.Minute)
+		return err
+	})
+	if err == nil {
+		t.Error("a claim inside View succeeded; want an error")
+	}
+}
+
 func testDedupeReopen(t *testing.T, su *suite) {
 	if su.reopen == nil {
 		t.Skip("the backend cannot be reopened")

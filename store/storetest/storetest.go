@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"NoLostUpdates", testNoLostUpdates},
 		{"Dedupe", testDedupe},
 		{"DedupeAfterReopen", testDedupeReopen},
+		{"DedupeInTransaction", testDedupeInTx},
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 	}
