@@ -202,6 +202,24 @@ func TestGatewayHandleErrorTellsUser(t *testing.T) {
 	}
 }
 
+// A mention the bot could not take in (its store refused the write) is answered in the
+// thread with a safe notice that mentions the person, not the error.
+func TestGatewayMentionHandleErrorTellsUser(t *testing.T) {
+	f := NewFakeDiscord(t)
+	rec := newRecorder(f)
+	rec.err = errors.New("store update: no space left on device")
+	startGateway(t, f, rec)
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1200", discordfake.Channel, "<@"+discordfake.BotID+"> tidy the docs", discordfake.BotID))
+	rec.next(t)
+	reqs := f.WaitFor(t, "notice in the thread", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "POST", "/api/v9/channels/1200/messages")) == 1
+	})
+	content, _ := discordfake.Find(reqs, "POST", "/api/v9/channels/1200/messages")[0].Body["content"].(string)
+	if want := "<@" + discordfake.UserID + "> " + noticeHandleFailed; content != want {
+		t.Errorf("notice %q, want %q", content, want)
+	}
+}
+
 // A run outlives its interaction token: the card is posted and edited with the bot token on
 // the thread's channel routes, never through the interaction webhook.
 func TestLongRunUsesBotTokenRoutes(t *testing.T) {

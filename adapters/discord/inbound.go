@@ -297,8 +297,9 @@ func (a *Adapter) onMessage(ctx context.Context, h Handler, raw []byte) {
 	}
 	res, err := h.Handle(ctx, ev)
 	if err != nil {
+		// Nothing delivers a message again: the person must hear that it was not taken.
 		a.log.Error("discord: handle message", "message", ev.ID, "err", err)
-		return
+		res.Notice = noticeHandleFailed
 	}
 	if res.Notice != "" && !res.Duplicate {
 		if err := a.mention(ctx, ev.Thread, ev.User.ID, res.Notice); err != nil {

@@ -121,13 +121,19 @@ func (s *session) process(j job) {
 	}
 	res, err := s.h.Handle(ctx, j.ev)
 	if err != nil {
+		// Slack has the ack and will not deliver this again: the person must hear that
+		// nothing was taken, or they wait for a run that never starts.
 		s.a.log.Error("slack: handle event", "event", j.ev.ID, "kind", j.ev.Kind, "err", err)
+		s.notice(ctx, j, noticeHandleFailed)
 		return
 	}
 	if res.Notice != "" {
 		s.notice(ctx, j, res.Notice)
 	}
 }
+
+// noticeHandleFailed tells the acting user that the bot could not take an event in.
+const noticeHandleFailed = "loopbot could not take this in. Please try again in a moment."
 
 // postRoot posts "<@user> asked: goal" in the channel: the root of the thread a /loopbot
 // run lives in. The user's mention is the one markup loopbot writes itself.

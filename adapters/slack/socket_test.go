@@ -34,6 +34,25 @@ func TestSocketMention(t *testing.T) {
 	}
 }
 
+// TestSocketHandleFailureIsToldToThePerson fails Handle for an acknowledged mention, as a
+// full disk would: Slack will not deliver it again, so the person is told to try again.
+func TestSocketHandleFailureIsToldToThePerson(t *testing.T) {
+	f := newFakeSlack(t)
+	rec := newRecorder()
+	rec.before = func(bot.Event) error { return errors.New("store update: no space left on device") }
+	f.adapter(rec, Config{})
+	f.conn()
+	f.send("events_api", "env-1", mentionCallback("Ev1", "C1", "1700000000.000100", "", "<@UBOT> go"))
+	f.nextAck()
+	c := f.nextCall("chat.postEphemeral")
+	if got := c.Values.Get("user"); got != "U1" {
+		t.Errorf("notice to %q, want the person who mentioned loopbot (U1)", got)
+	}
+	if text := c.Values.Get("text") + c.Values.Get("blocks"); !strings.Contains(text, "could not take this in") || strings.Contains(text, "no space") {
+		t.Errorf("notice %q: want the safe summary, not the error", text)
+	}
+}
+
 // TestSocketAckBeforeHandle holds Handle until the fake Slack has read the envelope's
 // acknowledgement: were the ack sent after Handle, Handle would report that it never saw it.
 func TestSocketAckBeforeHandle(t *testing.T) {
