@@ -137,14 +137,40 @@ func (b *Bot) checkpoint(ctx context.Context, st *agent.State) error {
 		if rec.Status.Terminal() {
 			return errRunEnded
 		}
-		prev := rec.Status
+		prev, old := rec.Status, rec.State
 		rec.State, rec.Status = st, st.Status
+		if err := b.tellUnknownOutcomes(tx, rec, old); err != nil {
+			return err
+		}
 		return b.transition(tx, rec, prev)
 	})
 	if err != nil {
 		return fmt.Errorf("save run: %w", err)
 	}
 	b.poke(b.wakeOutbox)
+	return nil
+}
+
+// tellUnknownOutcomes tells the thread about each call that a previous process left
+// running and that the loop has just marked as having an unknown outcome (it is not idempotent,
+// so it was not run again): the model is told in its tool result, and the people who may have
+// to check the call's effects are told here.
+func (b *Bot) tellUnknownOutcomes(tx Tx, rec *RunRecord, old *agent.State) error {
+	was := map[string]agent.CallStatus{}
+	if old != nil {
+		for _, c := range old.Calls {
+			was[c.ID] = c.Status
+		}
+	}
+	for _, c := range rec.State.Calls {
+		if c.Status != agent.CallUnknown || was[c.ID] == agent.CallUnknown {
+			continue
+		}
+		text := fmt.Sprintf("loopbot stopped while %s was running and did not run it again, since it may have had effects. Check what it did before asking for it again.", "`"+c.Name+"`")
+		if err := b.putOutbox(tx, rec.Thread, b.stamp(), OutboxItem{Key: "notice/" + b.newID(), Kind: OutboxNotice, RunID: rec.ID, Text: text}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -204,6 +204,15 @@ func TestRunningRunResumesAfterRestart(t *testing.T) {
 		if n := wait.calls.Load(); n != 1 {
 			t.Errorf("a call with side effects ran %d times across the restart, want 1", n)
 		}
+		var told []string
+		for _, m := range h.plat.sent(bot.KindNotice) {
+			if strings.Contains(m.msg.Text, "did not run it again") {
+				told = append(told, m.msg.Text)
+			}
+		}
+		if len(told) != 1 || !strings.Contains(told[0], "`wait`") {
+			t.Errorf("notices about the interrupted call: %q, want one naming it", told)
+		}
 	})
 }
 

@@ -193,6 +193,9 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 		!strings.Contains(calls[0].Error, "outcome unknown") {
 		t.Errorf("calls = %+v, want the one shell call with an unknown outcome after one attempt", calls)
 	}
+	if !strings.Contains(shown, "did not run it again") {
+		t.Errorf("the thread was not told the command's outcome is unknown:\n%s", shown)
+	}
 	reqs := model.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("the model was asked %d times, want 2 (the call, then the answer after the restart)", len(reqs))
