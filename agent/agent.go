@@ -199,7 +199,7 @@ func (r *runner) save(ctx context.Context) error {
 		return nil
 	}
 	if err := r.h.Checkpoint(ctx, r.st); err != nil {
-		return fmt.Errorf("checkpoint run %s: %w", r.st.RunID, err)
+		return fmt.Errorf("run %s: %w: %w", r.st.RunID, ErrCheckpoint, err)
 	}
 	return nil
 }

@@ -107,3 +107,7 @@ func (e *RateLimitError) Unwrap() error { return e.Err }
 // ErrCancelled is the cause to cancel a run's context with when a person cancels the run, as
 // opposed to the process shutting down (which leaves the run resumable).
 var ErrCancelled = errors.New("run cancelled")
+
+// ErrCheckpoint is wrapped by the error Run returns when the Checkpoint hook failed: the run
+// stopped without acting further, and its last saved state is where it can resume.
+var ErrCheckpoint = errors.New("checkpoint failed")

@@ -47,13 +47,15 @@ type Bot struct {
 	running map[string]context.CancelCauseFunc
 	// held are runs that failed in a way retrying cannot fix and that could not be marked
 	// failed either; they are left alone until the next process.
-	held       map[string]bool
-	stopLoops  context.CancelCauseFunc
-	stopOutbox context.CancelCauseFunc
-	flush      chan struct{} // closed by Stop: the dispatcher makes a last pass and returns
-	outboxDone chan struct{}
-	runs       sync.WaitGroup // run goroutines
-	loops      sync.WaitGroup // scheduler and sweeper
+	held map[string]bool
+	// saveFailures counts the failed saves in a row of each run, for retryDelay.
+	saveFailures map[string]int
+	stopLoops    context.CancelCauseFunc
+	stopOutbox   context.CancelCauseFunc
+	flush        chan struct{} // closed by Stop: the dispatcher makes a last pass and returns
+	outboxDone   chan struct{}
+	runs         sync.WaitGroup // run goroutines
+	loops        sync.WaitGroup // scheduler and sweeper
 
 	stampMu sync.Mutex
 	last    time.Time
@@ -100,19 +102,20 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	b := &Bot{
-		cfg:        cfg.Defaults(),
-		store:      store,
-		agent:      ag,
-		platforms:  make(map[string]Platform, len(platforms)),
-		now:        time.Now,
-		log:        slog.Default(),
-		newID:      NewID,
-		wakeRuns:   make(chan struct{}, 1),
-		wakeOutbox: make(chan struct{}, 1),
-		running:    map[string]context.CancelCauseFunc{},
-		held:       map[string]bool{},
-		flush:      make(chan struct{}),
-		outboxDone: make(chan struct{}),
+		cfg:          cfg.Defaults(),
+		store:        store,
+		agent:        ag,
+		platforms:    make(map[string]Platform, len(platforms)),
+		now:          time.Now,
+		log:          slog.Default(),
+		newID:        NewID,
+		wakeRuns:     make(chan struct{}, 1),
+		wakeOutbox:   make(chan struct{}, 1),
+		running:      map[string]context.CancelCauseFunc{},
+		held:         map[string]bool{},
+		saveFailures: map[string]int{},
+		flush:        make(chan struct{}),
+		outboxDone:   make(chan struct{}),
 	}
 	for _, p := range platforms {
 		if _, dup := b.platforms[p.Name()]; dup {

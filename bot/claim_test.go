@@ -3,12 +3,15 @@ package bot_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
 )
@@ -79,5 +82,85 @@ func TestGoalWhoseRunTheStoreRefusedStartsOnRetry(t *testing.T) {
 	}
 	if len(runs) != 1 || runs[0].ID != res.RunID {
 		t.Errorf("stored runs %+v, want exactly the retry's run %s", runs, res.RunID)
+	}
+}
+
+// TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites fails the store's writes as a run's
+// step is saved, as a full disk does: the run is neither failed nor retried while writes fail
+// (each retry would cost a model call), and it resumes from its last saved step on its own
+// once the store takes writes again.
+func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &refusingStore{DB: db}
+		var asked atomic.Int32
+		m := newModel(t)
+		m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+			if asked.Add(1) == 1 {
+				// The disk fills while the model thinks.
+				st.refuse.Store(true)
+			}
+			return llmtest.Text("Done in the end.")
+		}))
+		ag, err := agent.New(agent.Config{}, m.client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
+		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := b.Stop(context.Background()); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			db.Close()
+		}()
+		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func() agent.Status {
+			var rec *bot.RunRecord
+			if err := db.View(context.Background(), func(tx bot.Tx) error {
+				rec, err = tx.Run(res.RunID)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return rec.Status
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got, n := status(), asked.Load(); (got != agent.StatusQueued && got != agent.StatusRunning) || n != 1 {
+			t.Fatalf("a minute into the refused writes the run is %s after %d model calls, want it as last saved (queued or running) after 1", got, n)
+		}
+		st.refuse.Store(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got, n := status(), asked.Load(); got != agent.StatusCompleted || n != 2 {
+			t.Errorf("once the store took writes the run is %s after %d model calls, want completed after 2", got, n)
+		}
+	})
+}
+
+func TestRetryDelay(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{1, 10 * time.Second}, {3, 10 * time.Second}, {4, 20 * time.Second}, {5, 40 * time.Second},
+		{8, 5 * time.Minute}, {100, 5 * time.Minute},
+	} {
+		if got := bot.RetryDelay(tc.failures); got != tc.want {
+			t.Errorf("retryDelay(%d) = %s, want %s", tc.failures, got, tc.want)
+		}
 	}
 }

@@ -80,12 +80,29 @@ func (b *Bot) work(ctx context.Context, id string) {
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
 	err = b.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: b.checkpoint})
+	if err == nil {
+		b.mu.Lock()
+		delete(b.saveFailures, id)
+		b.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errShutdown):
 		b.log.Info("run interrupted by shutdown; it resumes on the next start", "run", id)
 	case errors.Is(err, errRunEnded):
 		b.log.Info("run ended elsewhere while it started", "run", id)
+	case errors.Is(err, agent.ErrCheckpoint):
+		// The store refused a write (a full disk, say): nothing more was done, and the
+		// last saved state is sound. The run waits, as saved, until the store takes a
+		// write again, instead of failing for a condition that passes.
+		b.mu.Lock()
+		b.saveFailures[id]++
+		n := b.saveFailures[id]
+		b.mu.Unlock()
+		b.log.Error("run could not be saved; it resumes from its last saved step once the store takes writes again", "run", id, "failures", n, "err", err)
+		b.hold(id)
+		b.retryHeld(id, retryDelay(n))
+		return
 	default:
 		b.log.Error("run failed", "run", id, "err", err)
 		if ferr := b.failRun(context.WithoutCancel(ctx), id); ferr != nil {
@@ -124,6 +141,55 @@ func (b *Bot) hold(id string) {
 	b.mu.Lock()
 	b.held[id] = true
 	b.mu.Unlock()
+}
+
+// storeRetry is how long a run held by a failed save first waits before the store is tried
+// again; see retryDelay.
+const storeRetry = 10 * time.Second
+
+// retryDelay is the wait before the store is tried again for a run whose saves failed n times
+// in a row: storeRetry three times, then doubling up to five minutes. A store that takes a
+// small write but not the run's next save would otherwise cost a model call every storeRetry.
+func retryDelay(n int) time.Duration {
+	d := storeRetry
+	for i := 3; i < n && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Minute)
+}
+
+// retryHeld releases a run held by a failed save once a write of its record succeeds, trying
+// every delay until then or until the bot stops. The probe is a write, not a resume, so
+// that a store that still refuses writes costs no model call.
+func (b *Bot) retryHeld(id string, delay time.Duration) {
+	time.AfterFunc(delay, func() {
+		b.mu.Lock()
+		stopped := b.stopped
+		b.mu.Unlock()
+		if stopped {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), delay)
+		defer cancel()
+		err := b.store.Update(ctx, func(tx Tx) error {
+			rec, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			rec.UpdatedAt = b.stamp()
+			return tx.PutRun(rec)
+		})
+		if err != nil {
+			b.log.Warn("held run: the store still refuses writes", "run", id, "err", err)
+			b.retryHeld(id, delay)
+			return
+		}
+		b.log.Info("held run: the store takes writes again; resuming", "run", id)
+		b.mu.Lock()
+		delete(b.held, id)
+		b.mu.Unlock()
+		b.poke(b.wakeRuns)
+	})
 }
 
 // checkpoint saves the run's state and the outbox items its transition calls for, in one

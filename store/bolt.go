@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -58,6 +59,18 @@ var (
 type DB struct {
 	bolt *bolt.DB
 	path string
+	// writeErr is the failure of the last write transaction that failed on the store's
+	// side (not fn's), cleared by the next one that commits; health checks report it.
+	writeErr atomic.Pointer[error]
+}
+
+// WriteError returns why the last write failed if no write has committed since, else nil:
+// a database that opens and reads fine may still refuse writes, on a full disk say.
+func (db *DB) WriteError() error {
+	if p := db.writeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 var _ bot.Store = (*DB)(nil)
@@ -184,9 +197,14 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(tx bot.Tx) error) e
 	if err != nil && fnErr == nil {
 		// The error is bbolt's own (a failed commit, a closed database), not fn's.
 		if writable {
-			return fmt.Errorf("store update: %w", err)
+			err = fmt.Errorf("store update: %w", err)
+			db.writeErr.Store(&err)
+			return err
 		}
 		return fmt.Errorf("store view: %w", err)
+	}
+	if writable && err == nil {
+		db.writeErr.Store(nil)
 	}
 	return err
 }

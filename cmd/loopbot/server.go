@@ -159,6 +159,11 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		// Reads may work while writes fail (a full disk): nothing new can be taken then.
+		if err := s.db.WriteError(); err != nil {
+			http.Error(w, "database refuses writes: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})

@@ -1,0 +1,4 @@
+package bot
+
+// RetryDelay exposes retryDelay to the external tests.
+var RetryDelay = retryDelay
