@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/tools"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -157,4 +159,30 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 		_ = cfg.Check()
 	})
+}
+
+// TestSecretValues checks which configured values the bot redacts: every credential, and the
+// values of MCP environment variables and headers named like credentials, but nothing short or
+// ordinary, which would blank out common words.
+func TestSecretValues(t *testing.T) {
+	var cfg Config
+	cfg.LLM.APIKey = "sk-proj-0123456789"
+	cfg.Slack.BotToken = "xoxb-1-2-abcdefgh"
+	cfg.Web.Token = "short"
+	cfg.MCP.Servers = []tools.MCPServerConfig{{
+		Name:    "gh",
+		Env:     map[string]string{"GITHUB_TOKEN": "ghp_canary0123456789", "LOG_LEVEL": "debugging", "DB_PASSWORD": "hunter2hunter2"},
+		Headers: map[string]string{"Authorization": "Bearer mcp-canary-abcdef", "Accept": "application/json"},
+	}}
+	got := secretValues(cfg)
+	for _, want := range []string{"sk-proj-0123456789", "xoxb-1-2-abcdefgh", "ghp_canary0123456789", "hunter2hunter2", "Bearer mcp-canary-abcdef", "mcp-canary-abcdef"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secretValues lacks %q: %q", want, got)
+		}
+	}
+	for _, not := range []string{"short", "debugging", "application/json"} {
+		if slices.Contains(got, not) {
+			t.Errorf("secretValues redacts the ordinary value %q", not)
+		}
+	}
 }

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,14 +181,31 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 	return nil
 }
 
-// secretValues are the configured secrets, redacted from everything the bot posts.
+// secretValues are the configured secrets, redacted from everything the bot posts: the
+// credentials of each section, and the values of MCP servers' environment variables and
+// headers whose names say they hold one.
 func secretValues(cfg Config) []string {
+	values := []string{cfg.LLM.APIKey, cfg.Web.Token,
+		cfg.Slack.BotToken, cfg.Slack.AppToken, cfg.Slack.SigningSecret, cfg.Discord.Token, cfg.Discord.PublicKey}
+	for _, srv := range cfg.MCP.Servers {
+		for _, m := range []map[string]string{srv.Env, srv.Headers} {
+			for k, v := range m {
+				if secretName.MatchString(k) {
+					// "Bearer TOKEN" is posted as the token alone as often as whole.
+					values = append(values, v, strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")))
+				}
+			}
+		}
+	}
 	var out []string
-	for _, v := range []string{cfg.LLM.APIKey, cfg.Web.Token, cfg.Slack.BotToken, cfg.Slack.AppToken, cfg.Slack.SigningSecret,
-		cfg.Discord.Token, cfg.Discord.PublicKey} {
-		if len(v) >= 8 {
+	for _, v := range values {
+		// Shorter values would redact ordinary words.
+		if len(v) >= 8 && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
 	return out
 }
+
+// secretName matches the names of environment variables and headers that hold credentials.
+var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|auth|cookie|credential|session)`)
