@@ -163,17 +163,8 @@ func TestReportEndsWithJSON(t *testing.T) {
 // TestScenariosRunSmall runs every scenario at a small size: each must complete its runs
 // and report the keys it promises. It checks no speed, only that the measurement works.
 func TestScenariosRunSmall(t *testing.T) {
-	var out bytes.Buffer
-	args := []string{"-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
-		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms"}
-	if err := run(t.Context(), args, &out); err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	var got map[string]float64
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
-	}
+	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
+		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
 	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
@@ -204,16 +195,7 @@ func TestStartupRunsBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the loopbot binary")
 	}
-	var out bytes.Buffer
-	args := []string{"-scenarios=startup", "-startup-runs=2", "-idle=100ms"}
-	if err := run(t.Context(), args, &out); err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	var got map[string]float64
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
-	}
+	got := figuresOf(t, "-scenarios=startup", "-startup-runs=2", "-idle=100ms")
 	if len(got) != 2 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
 		t.Errorf("figures = %v, want positive startup_ms and idle_rss_mb", got)
 	}
@@ -281,4 +263,20 @@ func TestPeakRSSReset(t *testing.T) {
 	if after := hwm(); after >= raised-32<<10 {
 		t.Errorf("VmHWM is %d kB after the reset, want well under the %d kB it had reached", after, raised)
 	}
+}
+
+// figuresOf runs loopbench with args and returns the figures of its last line, which must be
+// one JSON object.
+func figuresOf(t *testing.T, args ...string) map[string]float64 {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(t.Context(), args, &out); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("last line %q is not JSON: %v", lines[len(lines)-1], err)
+	}
+	return got
 }

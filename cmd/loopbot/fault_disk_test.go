@@ -199,19 +199,9 @@ func TestFaultDiskFullAtStart(t *testing.T) {
 	moveDB(t, &s, filepath.Join(mnt, "loopbot.db"))
 	filler := fillFS(t, mnt)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-config", s.config, "serve")
-	cmd.Env = s.env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() <= 0 || ctx.Err() != nil {
-		t.Fatalf("loopbot on a full disk: %v, want a non-zero exit at once; stderr:\n%s", err, &stderr)
-	}
-	if want := "loopbot: open store " + s.db; !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "no space left on device") {
-		t.Errorf("stderr does not say %q and that the disk is full:\n%s", want, &stderr)
+	stderr := serveMustFail(t, bin, s, "loopbot on a full disk")
+	if want := "loopbot: open store " + s.db; !strings.Contains(stderr, want) || !strings.Contains(stderr, "no space left on device") {
+		t.Errorf("stderr does not say %q and that the disk is full:\n%s", want, stderr)
 	}
 
 	if err := os.Remove(filler); err != nil {
@@ -224,7 +214,7 @@ func TestFaultDiskFullAtStart(t *testing.T) {
 	c.waitFor(th, regexp.MustCompile(`Started after all\.`))
 	shown := c.threadText(th)
 	p.terminate(25 * time.Second)
-	invariants{db: s.db, goals: []string{"start after all"}, shown: []string{shown}, logs: logs.String() + stderr.String(), settled: true}.check(t)
+	invariants{db: s.db, goals: []string{"start after all"}, shown: []string{shown}, logs: logs.String() + stderr, settled: true}.check(t)
 }
 
 // TestFaultSecondProcessLocked starts a second daemon on the database a first one holds:
@@ -239,26 +229,16 @@ func TestFaultSecondProcessLocked(t *testing.T) {
 	c := consoleClient{t: t, url: "http://" + s.web, logs: logs}
 	p := startLoopbot(t, bin, s.config, s.env, logs)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-config", s.config, "serve")
-	cmd.Env = s.env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() <= 0 || ctx.Err() != nil {
-		t.Fatalf("a second loopbot on a locked database: %v, want a non-zero exit within the lock timeout; stderr:\n%s", err, &stderr)
-	}
-	if want := "loopbot: database is locked by another loopbot process: " + s.db; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr of the second process does not say %q:\n%s", want, &stderr)
+	stderr := serveMustFail(t, bin, s, "a second loopbot on a locked database")
+	if want := "loopbot: database is locked by another loopbot process: " + s.db; !strings.Contains(stderr, want) {
+		t.Errorf("stderr of the second process does not say %q:\n%s", want, stderr)
 	}
 
 	th := c.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": "still there?"})["thread"].(string)
 	c.waitFor(th, regexp.MustCompile(`The first process still works\.`))
 	shown := c.threadText(th)
 	p.terminate(25 * time.Second)
-	invariants{db: s.db, goals: []string{"still there?"}, shown: []string{shown}, logs: logs.String() + stderr.String(), settled: true}.check(t)
+	invariants{db: s.db, goals: []string{"still there?"}, shown: []string{shown}, logs: logs.String() + stderr, settled: true}.check(t)
 }
 
 // getStatus GETs url and returns the status code and body, whatever the status.
@@ -271,4 +251,22 @@ func getStatus(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// serveMustFail runs the binary's serve command, which must exit non-zero within 30 s, and
+// returns what it wrote to stderr.
+func serveMustFail(t *testing.T, bin string, s faultSetup, what string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-config", s.config, "serve")
+	cmd.Env = s.env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 || ctx.Err() != nil {
+		t.Fatalf("%s: %v, want a non-zero exit at once; stderr:\n%s", what, err, &stderr)
+	}
+	return stderr.String()
 }

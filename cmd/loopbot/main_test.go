@@ -146,16 +146,11 @@ func TestDemoEndToEnd(t *testing.T) {
 
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	code, body := getStatus(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", url, code, body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
-	}
-	return string(b)
+	return body
 }
 
 // TestSecondProcessGetsLockError starts a daemon and then a second one on the same database:
