@@ -761,3 +761,54 @@ func checkOutboxEmpty(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestFaultSlackSIGTERMWithEnvelopesInFlight: while run A waits on the model, five mentions
+// arrive and SIGTERM follows at once. The daemon exits 0; every envelope is either
+// acknowledged and handled before the exit, or left unacknowledged for Slack to deliver again,
+// never acknowledged and dropped. The next process resumes A, takes the redeliveries, and every
+// mention ends with exactly one run.
+func TestFaultSlackSIGTERMWithEnvelopesInFlight(t *testing.T) {
+	goalA := "summarise the incident log"
+	burst := []string{"list the open pull requests", "draft the release notes", "check the nightly build",
+		"count the flaky tests", "name the oldest open issue"}
+	model := newGoalModel(t, goalA, false, append([]string{goalA}, burst...)...)
+	sf := newSocketFault(t, model)
+	p := sf.start(1)
+
+	sf.mention("env-a", "Ev-a", "C1", "1700000000.000100", goalA)
+	sf.ack("env-a")
+	model.waitAsked(t, goalA)
+	for i, g := range burst {
+		sf.mention(fmt.Sprintf("env-%d", i), fmt.Sprintf("Ev-%d", i), fmt.Sprintf("C%d", i+2), fmt.Sprintf("1700000001.%06d", i), g)
+	}
+	p.terminate(25 * time.Second)
+	ackedBefore := len(sf.fake.Acks())
+	if strings.Contains(sf.logs.String(), "acknowledged event dropped") {
+		t.Errorf("an acknowledged event was dropped at shutdown:\n%s", sf.logs)
+	}
+	// A's first model call was cut off by the shutdown; its handler may go now.
+	model.release()
+
+	p = sf.start(2)
+	for _, g := range append([]string{goalA}, burst...) {
+		sf.waitAnswer(g)
+	}
+	if un := sf.fake.Unacked(); len(un) != 0 {
+		t.Errorf("envelopes never acknowledged: %v", un)
+	}
+	p.terminate(25 * time.Second)
+	t.Logf("%d of %d envelopes were acknowledged by the first process", ackedBefore, len(burst)+1)
+
+	// A run whose model call the shutdown cut off asks again in the next process, so the
+	// model may be asked twice about a goal; everything shown happens once.
+	for _, g := range append([]string{goalA}, burst...) {
+		if n := len(sf.posted("chat.postMessage", answerTo(g))); n != 1 {
+			t.Errorf("the answer to %q was posted %d times, want once", g, n)
+		}
+		if n := model.asked(g); n < 1 || n > 2 {
+			t.Errorf("the model was asked %d times about %q, want once, or twice if the shutdown cut the first call off", n, g)
+		}
+	}
+	runs := sf.check(append([]string{goalA}, burst...)...)
+	checkCompleted(t, runs, len(burst)+1)
+}
