@@ -34,9 +34,17 @@ type Store interface {
 // they return are copies the caller may change and put back.
 type Tx interface {
 	Run(id string) (*RunRecord, error)
+	// RunHeader returns run id without its State, which is most of a stored run: for a
+	// caller that decides on the record's other fields and has the state already, or needs
+	// none. Putting the result back stores a run without a state.
+	RunHeader(id string) (*RunRecord, error)
 	PutRun(r *RunRecord) error
-	// Runs lists runs in creation order, filtered.
+	// Runs lists runs in creation order, filtered. A filter on Statuses reads only the
+	// runs of those statuses, however many others are stored.
 	Runs(f RunFilter) ([]*RunRecord, error)
+	// RunIDs lists the IDs of the runs Runs lists, in the same order, without loading the
+	// runs: a filter on Statuses alone is answered from the store's index.
+	RunIDs(f RunFilter) ([]string, error)
 
 	Conversation(thread ThreadRef) (*Conversation, error)
 	PutConversation(c *Conversation) error

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +18,10 @@ import (
 )
 
 // SchemaVersion is the version of the on-disk layout this package reads and writes. A file
-// with a newer version is refused rather than misread.
-const SchemaVersion = 1
+// with a newer version is refused rather than misread; an older one is migrated by Open.
+//
+// Version 2 added run_heads and runs_by_status.
+const SchemaVersion = 2
 
 // ErrLocked is returned by Open when another process holds the database file.
 var ErrLocked = errors.New("database is locked by another loopbot process")
@@ -38,7 +41,9 @@ const DefaultLockTimeout = time.Second
 var (
 	bucketConversations = []byte("conversations")
 	bucketRuns          = []byte("runs")
-	bucketRunIDs        = []byte("run_ids") // run ID -> key in runs
+	bucketRunIDs        = []byte("run_ids")        // run ID -> key in runs
+	bucketRunHeads      = []byte("run_heads")      // key in runs -> the run without its state
+	bucketRunsByStatus  = []byte("runs_by_status") // status + NUL + key in runs -> run ID
 	bucketApprovals     = []byte("approvals")
 	bucketActions       = []byte("actions")
 	bucketEvents        = []byte("events")
@@ -48,7 +53,7 @@ var (
 	bucketMeta          = []byte("meta")
 
 	allBuckets = [][]byte{
-		bucketConversations, bucketRuns, bucketRunIDs, bucketApprovals, bucketActions,
+		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
 		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta,
 	}
 
@@ -118,11 +123,12 @@ func Open(path string, opts ...Option) (*DB, error) {
 }
 
 // initSchema checks the schema version before it creates anything, so that a newer file is
-// left exactly as it was found.
+// left exactly as it was found, and migrates an older file in the same transaction, so that
+// a failed migration leaves it as it was too.
 func initSchema(btx *bolt.Tx) error {
+	version := 0 // a new file
 	if meta := btx.Bucket(bucketMeta); meta != nil {
 		if v := meta.Get(metaSchemaVersion); v != nil {
-			var version int
 			if err := json.Unmarshal(v, &version); err != nil {
 				return fmt.Errorf("%w: version %q is not a number", ErrSchema, v)
 			}
@@ -139,15 +145,46 @@ func initSchema(btx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
-	meta := btx.Bucket(bucketMeta)
-	if meta.Get(metaSchemaVersion) != nil {
+	if version == 1 {
+		if err := indexRuns(btx); err != nil {
+			return fmt.Errorf("migrate schema 1 to 2: %w", err)
+		}
+	}
+	if version == SchemaVersion {
 		return nil
 	}
 	v, err := json.Marshal(SchemaVersion)
 	if err != nil {
 		return err
 	}
-	return meta.Put(metaSchemaVersion, v)
+	return btx.Bucket(bucketMeta).Put(metaSchemaVersion, v)
+}
+
+// indexRuns fills run_heads and runs_by_status from runs, for a file written before they
+// existed.
+func indexRuns(btx *bolt.Tx) error {
+	heads, byStatus := btx.Bucket(bucketRunHeads), btx.Bucket(bucketRunsByStatus)
+	return btx.Bucket(bucketRuns).ForEach(func(key, data []byte) error {
+		r, err := decode[bot.RunRecord](data, fmt.Sprintf("run %x", key))
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte([]byte(r.Status), 0) >= 0 {
+			return fmt.Errorf("run %s: status %q contains a NUL byte", r.ID, r.Status)
+		}
+		h := head(r)
+		headData, err := json.Marshal(&h)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		if err := heads.Put(key, headData); err != nil {
+			return fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		if err := byStatus.Put(statusKey(r.Status, key), []byte(r.ID)); err != nil {
+			return fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		return nil
+	})
 }
 
 // Path is the file the database lives in.

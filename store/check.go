@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/loopbot/loopbot/bot"
 )
 
 // Check runs bbolt's consistency check over the whole file, then checks that the index
@@ -26,6 +29,9 @@ func (db *DB) Check(ctx context.Context) error {
 			return first
 		}
 		if err := checkRunIndex(btx); err != nil {
+			return fmt.Errorf("check store: %w", err)
+		}
+		if err := checkRunHeads(btx); err != nil {
 			return fmt.Errorf("check store: %w", err)
 		}
 		if err := checkEventIndex(btx); err != nil {
@@ -103,6 +109,78 @@ func checkEventIndex(btx *bolt.Tx) error {
 	}
 	if n != m {
 		return fmt.Errorf("%d event claims but %d expiry index entries", n, m)
+	}
+	return nil
+}
+
+// checkRunHeads checks that every run has its head, equal to the record without its state,
+// and exactly one status index entry, for its status and naming its ID; and that neither
+// bucket holds anything else.
+func checkRunHeads(btx *bolt.Tx) error {
+	runs, heads, byStatus := btx.Bucket(bucketRuns), btx.Bucket(bucketRunHeads), btx.Bucket(bucketRunsByStatus)
+	if runs == nil || heads == nil || byStatus == nil {
+		return fmt.Errorf("run buckets missing")
+	}
+	n := 0
+	err := runs.ForEach(func(key, data []byte) error {
+		n++
+		r, err := decode[bot.RunRecord](data, fmt.Sprintf("run %x", key))
+		if err != nil {
+			return err
+		}
+		hd := heads.Get(key)
+		if hd == nil {
+			return fmt.Errorf("run %s has no head", r.ID)
+		}
+		h, err := decode[bot.RunRecord](hd, "run head "+r.ID)
+		if err != nil {
+			return err
+		}
+		if want := head(r); !reflect.DeepEqual(*h, want) {
+			return fmt.Errorf("run %s: head %s disagrees with the record", r.ID, hd)
+		}
+		id := byStatus.Get(statusKey(r.Status, key))
+		if id == nil {
+			return fmt.Errorf("run %s has no status index entry for %q", r.ID, r.Status)
+		}
+		if string(id) != r.ID {
+			return fmt.Errorf("run %s: its status index entry names run %s", r.ID, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if got := heads.Stats().KeyN; got != n {
+		return fmt.Errorf("%d runs but %d run heads", n, got)
+	}
+	// Every run has its entry, so a count above the runs' is an entry for a run that does
+	// not exist or a second one for a run under a status it no longer has.
+	m := 0
+	err = byStatus.ForEach(func(k, _ []byte) error {
+		m++
+		i := len(k) - runKeyLen - 1
+		if i < 0 || k[i] != 0 {
+			return fmt.Errorf("status index entry %q is not a status and a run key", k)
+		}
+		hd := heads.Get(k[i+1:])
+		if hd == nil {
+			return fmt.Errorf("status index entry %q names no run", k)
+		}
+		h, err := decode[bot.RunRecord](hd, fmt.Sprintf("run head %x", k[i+1:]))
+		if err != nil {
+			return err
+		}
+		if string(h.Status) != string(k[:i]) {
+			return fmt.Errorf("status index lists run %s as %q, but it is %q", h.ID, k[:i], h.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if m != n {
+		return fmt.Errorf("%d runs but %d status index entries", n, m)
 	}
 	return nil
 }

@@ -18,12 +18,26 @@ type claim struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// runHeader is the part of a stored run that Runs filters on. Decoding it skips the agent
-// state, which is most of the record.
-type runHeader struct {
-	Thread bot.ThreadRef `json:"thread"`
-	Status agent.Status  `json:"status"`
+// head is the run_heads value of r: the record without its agent state, which is most of
+// it, so that what the bot decides on (the status, the thread, the card) reads cheaply.
+func head(r *bot.RunRecord) bot.RunRecord {
+	h := *r
+	h.State = nil
+	return h
 }
+
+// statusKey is the runs_by_status key of the run stored under key in runs: the status
+// first, so that one status's runs are a range in creation order, and a NUL byte to end
+// it, which PutRun refuses in a status.
+func statusKey(status agent.Status, key []byte) []byte {
+	k := make([]byte, 0, len(status)+1+len(key))
+	k = append(k, status...)
+	k = append(k, 0)
+	return append(k, key...)
+}
+
+// runKeyLen is the length of a key in runs, a sequence number from seqKey.
+const runKeyLen = 8
 
 // decode unmarshals a stored value. what names the record in the error.
 func decode[T any](data []byte, what string) (*T, error) {

@@ -11,20 +11,32 @@
 // Every value is JSON of loopbot's own types (bot and agent), never of a library's, so an
 // upgrade of bbolt or of anything else never changes what is on disk. The buckets:
 //
-//	conversations  ThreadRef.Key() -> bot.Conversation
-//	runs           8-byte creation sequence -> bot.RunRecord (with its agent.State)
-//	run_ids        run ID -> key in runs
-//	approvals      approval ID -> bot.Approval
-//	actions        button action ID -> bot.Action
-//	events         delivery ID -> expiry of its claim
-//	event_expiry   8-byte expiry time + delivery ID -> empty (the purge index)
-//	audit          8-byte time + 8-byte sequence -> bot.AuditEntry
-//	outbox         item key -> bot.OutboxItem
-//	meta           "schema_version" -> 1
+//	conversations   ThreadRef.Key() -> bot.Conversation
+//	runs            8-byte creation sequence -> bot.RunRecord (with its agent.State)
+//	run_ids         run ID -> key in runs
+//	run_heads       key in runs -> bot.RunRecord without its State (nil)
+//	runs_by_status  status + NUL + key in runs -> run ID
+//	approvals       approval ID -> bot.Approval
+//	actions         button action ID -> bot.Action
+//	events          delivery ID -> expiry of its claim
+//	event_expiry    8-byte expiry time + delivery ID -> empty (the purge index)
+//	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
+//	outbox          item key -> bot.OutboxItem
+//	meta            "schema_version" -> 2
 //
-// Open writes SchemaVersion into a new file and refuses a file with a newer one (ErrSchema).
-// Check runs bbolt's consistency check and verifies that the index buckets agree with the
-// buckets they index; tests run it after every test.
+// A run's agent state grows with every step, to tens of kilobytes, and encoding/json reads
+// all of a value even to decode one field of it. So what is decided on without the state
+// has buckets of its own, written by PutRun in the same transaction as the run: run_heads
+// for RunHeader and for matching a thread, and runs_by_status, in which the runs of one
+// status are one range in creation order, for Runs and RunIDs filtered by status. The bot
+// asks for the runs still going whenever one starts or ends; the index makes that as cheap
+// with a long history of finished runs as without.
+//
+// Open writes SchemaVersion into a new file, migrates an older one in the transaction that
+// opens it (version 1 lacked run_heads and runs_by_status, which are built from runs), and
+// refuses a file with a newer one (ErrSchema). Check runs bbolt's consistency check and
+// verifies that the index buckets agree with the buckets they index, both ways; tests run
+// it after every test.
 //
 // # Caveats
 //

@@ -221,8 +221,9 @@ func TestSchemaVersion(t *testing.T) {
 		version string
 		wantErr string // "" when Open must succeed
 	}{
-		{"current", "1", ""},
-		{"newer", "2", "unsupported database schema: version 2 is newer than this loopbot supports (1)"},
+		{"current", "2", ""},
+		{"older, migrated", "1", ""},
+		{"newer", "3", "unsupported database schema: version 3 is newer than this loopbot supports (2)"},
 		{"zero", "0", "unsupported database schema: version 0 is not valid"},
 		{"not a number", `"one"`, `unsupported database schema: version "\"one\"" is not a number`},
 	}
@@ -234,8 +235,8 @@ func TestSchemaVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			if got := rawVersion(t, path); got != "1" {
-				t.Fatalf("a new file has schema version %q, want 1", got)
+			if got := rawVersion(t, path); got != "2" {
+				t.Fatalf("a new file has schema version %q, want 2", got)
 			}
 			setRawVersion(t, path, tt.version)
 
@@ -245,6 +246,9 @@ func TestSchemaVersion(t *testing.T) {
 					t.Fatalf("Open: %v", err)
 				}
 				db.Close()
+				if got := rawVersion(t, path); got != "2" {
+					t.Errorf("opened file has version %q, want 2", got)
+				}
 				return
 			}
 			if err == nil {
@@ -279,6 +283,8 @@ func TestTxInvalidAfterFn(t *testing.T) {
 		{"Run", func(tx bot.Tx) error { _, err := tx.Run("run-1"); return err }},
 		{"PutRun", func(tx bot.Tx) error { return tx.PutRun(&bot.RunRecord{ID: "run-1"}) }},
 		{"Runs", func(tx bot.Tx) error { _, err := tx.Runs(bot.RunFilter{}); return err }},
+		{"RunIDs", func(tx bot.Tx) error { _, err := tx.RunIDs(bot.RunFilter{}); return err }},
+		{"RunHeader", func(tx bot.Tx) error { _, err := tx.RunHeader("run-1"); return err }},
 		{"Approvals", func(tx bot.Tx) error { _, err := tx.Approvals(""); return err }},
 		{"AppendAudit", func(tx bot.Tx) error { return tx.AppendAudit(bot.AuditEntry{At: time.Now()}) }},
 		{"DeleteOutbox", func(tx bot.Tx) error { return tx.DeleteOutbox("k") }},
@@ -315,6 +321,173 @@ func TestPutRun(t *testing.T) {
 	if err == nil {
 		t.Error("Runs with a negative limit: no error")
 	}
+	err = db.View(t.Context(), func(tx bot.Tx) error { _, err := tx.RunIDs(bot.RunFilter{Limit: -1}); return err })
+	if err == nil {
+		t.Error("RunIDs with a negative limit: no error")
+	}
+
+	// The status index ends a status with a NUL byte, so one inside a status is refused.
+	odd := &bot.RunRecord{ID: "run-3", Status: "queued\x00running"}
+	err = db.Update(t.Context(), func(tx bot.Tx) error { return tx.PutRun(odd) })
+	if err == nil || !strings.Contains(err.Error(), "contains a NUL byte") {
+		t.Errorf("PutRun with a NUL in the status: got %v", err)
+	}
+}
+
+// writeSchema1 turns the file at path, written by this package, into the layout of schema
+// version 1: the same runs and run_ids, without run_heads and runs_by_status.
+func writeSchema1(t *testing.T, path string) {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		return errors.Join(
+			btx.DeleteBucket([]byte("run_heads")),
+			btx.DeleteBucket([]byte("runs_by_status")),
+			btx.Bucket([]byte("meta")).Put([]byte("schema_version"), []byte("1")),
+		)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenMigratesSchema1 opens a file of schema version 1, which had no run heads and no
+// status index: Open must build both from the runs, so that listing by status, by thread and
+// run headers work at once, and later status changes keep them right.
+func TestOpenMigratesSchema1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopbot.db")
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	threadA := bot.ThreadRef{Platform: "slack", Channel: "C1", Thread: "1"}
+	threadB := bot.ThreadRef{Platform: "web", Channel: "console", Thread: "2"}
+	put := func(db *store.DB, id string, thread bot.ThreadRef, status agent.Status) {
+		t.Helper()
+		err := db.Update(t.Context(), func(tx bot.Tx) error {
+			r, err := tx.Run(id)
+			if errors.Is(err, bot.ErrNotFound) {
+				r = &bot.RunRecord{ID: id, Thread: thread, State: agent.NewState(id, "goal", nil, now), CreatedAt: now}
+			} else if err != nil {
+				return err
+			}
+			r.State.Status = status
+			return tx.PutRun(r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// IDs against creation order, statuses changed after creation.
+	put(db, "run-d", threadA, agent.StatusQueued)
+	put(db, "run-c", threadB, agent.StatusQueued)
+	put(db, "run-b", threadA, agent.StatusQueued)
+	put(db, "run-a", threadB, agent.StatusQueued)
+	put(db, "run-d", threadA, agent.StatusCompleted)
+	put(db, "run-c", threadB, agent.StatusRunning)
+	put(db, "run-a", threadB, agent.StatusRunning)
+	db.Close()
+	writeSchema1(t, path)
+
+	db, err = store.Open(path)
+	if err != nil {
+		t.Fatalf("Open of a version 1 file: %v", err)
+	}
+	if err := db.Check(t.Context()); err != nil {
+		t.Errorf("Check after the migration: %v", err)
+	}
+	db.Close()
+	if got := rawVersion(t, path); got != "2" {
+		t.Errorf("migrated file has version %q, want 2", got)
+	}
+
+	db = openTest(t, path)
+	list := func(f bot.RunFilter) []string {
+		t.Helper()
+		var got []string
+		err := db.View(t.Context(), func(tx bot.Tx) error {
+			var err error
+			got, err = tx.RunIDs(f)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	active := []agent.Status{agent.StatusQueued, agent.StatusRunning}
+	tests := []struct {
+		name   string
+		filter bot.RunFilter
+		want   []string
+	}{
+		{"active", bot.RunFilter{Statuses: active}, []string{"run-c", "run-b", "run-a"}},
+		{"running", bot.RunFilter{Statuses: []agent.Status{agent.StatusRunning}}, []string{"run-c", "run-a"}},
+		{"completed", bot.RunFilter{Statuses: []agent.Status{agent.StatusCompleted}}, []string{"run-d"}},
+		{"thread", bot.RunFilter{Thread: &threadB}, []string{"run-c", "run-a"}},
+		{"all", bot.RunFilter{}, []string{"run-d", "run-c", "run-b", "run-a"}},
+	}
+	for _, tt := range tests {
+		if got := list(tt.filter); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s after the migration: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	err = db.View(t.Context(), func(tx bot.Tx) error {
+		h, err := tx.RunHeader("run-c")
+		if err != nil {
+			return err
+		}
+		if h.Status != agent.StatusRunning || h.Thread != threadB || h.State != nil {
+			t.Errorf("header of run-c after the migration: %+v", h)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(db, "run-c", threadB, agent.StatusFailed)
+	if got, want := list(bot.RunFilter{Statuses: active}), []string{"run-b", "run-a"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("active after a status change: %v, want %v", got, want)
+	}
+}
+
+// TestOpenMigrationFailureLeavesFile opens a version 1 file with a run that does not decode:
+// the migration fails, and the file must be left as it was, still version 1.
+func TestOpenMigrationFailureLeavesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopbot.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	writeSchema1(t, path)
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		return btx.Bucket([]byte("runs")).Put([]byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte("{not json"))
+	})
+	bdb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(path)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open of a file whose migration fails: no error")
+	}
+	if !strings.Contains(err.Error(), "migrate schema 1 to 2") {
+		t.Errorf("Open: %v, want it to say the migration failed", err)
+	}
+	if got := rawVersion(t, path); got != "1" {
+		t.Errorf("file has version %q after a failed migration, want 1", got)
+	}
 }
 
 func TestAuditRefusesTimesOutsideKeyRange(t *testing.T) {
@@ -337,6 +510,11 @@ func TestAuditRefusesTimesOutsideKeyRange(t *testing.T) {
 			t.Errorf("%s: AppendAudit returned %v", tt.name, err)
 		}
 	}
+}
+
+// runKey is the key in runs of run id, read from run_ids.
+func runKey(btx *bolt.Tx, id string) []byte {
+	return append([]byte(nil), btx.Bucket([]byte("run_ids")).Get([]byte(id))...)
 }
 
 // TestCheckFindsBrokenIndexes damages the index buckets behind the store's back: Check runs
@@ -366,6 +544,28 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 			ids := btx.Bucket([]byte("run_ids"))
 			return ids.Put([]byte("run-1"), append([]byte(nil), ids.Get([]byte("run-2"))...))
 		}, "index names the record of run run-2"},
+		{"run head lost", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_heads")).Delete(runKey(btx, "run-1"))
+		}, "run run-1 has no head"},
+		{"run head of another run", func(btx *bolt.Tx) error {
+			heads := btx.Bucket([]byte("run_heads"))
+			return heads.Put(runKey(btx, "run-1"), append([]byte(nil), heads.Get(runKey(btx, "run-2"))...))
+		}, "run run-1: head"},
+		{"stale run head", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_heads")).Put([]byte{0, 0, 0, 0, 0, 0, 0, 99}, []byte(`{"id":"run-9"}`))
+		}, "2 runs but 3 run heads"},
+		{"status index entry lost", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("runs_by_status")).Delete(append([]byte("running\x00"), runKey(btx, "run-2")...))
+		}, `run run-2 has no status index entry for "running"`},
+		{"status index entry names another run", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("runs_by_status")).Put(append([]byte("queued\x00"), runKey(btx, "run-1")...), []byte("run-2"))
+		}, "run run-1: its status index entry names run run-2"},
+		{"status index entry for an old status", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("runs_by_status")).Put(append([]byte("queued\x00"), runKey(btx, "run-2")...), []byte("run-2"))
+		}, `status index lists run run-2 as "queued", but it is "running"`},
+		{"status index entry names no run", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("runs_by_status")).Put([]byte("queued\x00\x00\x00\x00\x00\x00\x00\x00\x63"), []byte("run-9"))
+		}, "names no run"},
 		{"claim without expiry entry", func(btx *bolt.Tx) error {
 			return btx.Bucket([]byte("event_expiry")).Delete(expiryKey(now.Add(time.Minute), "Ev1"))
 		}, "event claim Ev1 has no expiry index entry"},
@@ -381,7 +581,8 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = db.Update(t.Context(), func(tx bot.Tx) error {
-				return errors.Join(tx.PutRun(&bot.RunRecord{ID: "run-1"}), tx.PutRun(&bot.RunRecord{ID: "run-2"}))
+				return errors.Join(tx.PutRun(&bot.RunRecord{ID: "run-1", Status: agent.StatusQueued}),
+					tx.PutRun(&bot.RunRecord{ID: "run-2", Status: agent.StatusRunning}))
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -462,4 +663,62 @@ func BenchmarkPutRun(b *testing.B) {
 	}
 	// Reported after the loop, which resets what was reported before it.
 	b.ReportMetric(float64(len(data)), "B/record")
+}
+
+// BenchmarkActiveRunsAmongHistory lists the runs still going, as the scheduler does whenever
+// a run starts or ends, from a store that also holds 10,000 completed runs of benchRun's size
+// (about 48 KB each): what it costs must not grow with the history.
+func BenchmarkActiveRunsAmongHistory(b *testing.B) {
+	const history, active = 10000, 20
+	db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
+	ctx := context.Background()
+	r := benchRun()
+	// The active runs are spread through the history, as they would be created between
+	// runs that have ended since.
+	for i := 0; i < history+active; {
+		err := db.Update(ctx, func(tx bot.Tx) error {
+			for end := min(i+500, history+active); i < end; i++ {
+				r.ID, r.State.RunID, r.State.Status = fmt.Sprintf("run-%05d", i), fmt.Sprintf("run-%05d", i), agent.StatusCompleted
+				if i%((history+active)/active) == 0 {
+					r.State.Status = agent.StatusRunning
+				}
+				if err := tx.PutRun(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	filter := bot.RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}}
+	b.Run("Runs", func(b *testing.B) {
+		for b.Loop() {
+			err := db.View(ctx, func(tx bot.Tx) error {
+				runs, err := tx.Runs(filter)
+				if err == nil && len(runs) != active {
+					err = fmt.Errorf("%d active runs, want %d", len(runs), active)
+				}
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("RunIDs", func(b *testing.B) {
+		for b.Loop() {
+			err := db.View(ctx, func(tx bot.Tx) error {
+				ids, err := tx.RunIDs(filter)
+				if err == nil && len(ids) != active {
+					err = fmt.Errorf("%d active runs, want %d", len(ids), active)
+				}
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -93,14 +94,24 @@ func scan[T any](t *tx, bucket []byte, what string, keep func(*T) bool) ([]*T, e
 
 // Runs are stored under a key taken from the runs bucket's sequence when the run is first
 // put, so the bucket's order is creation order whatever the clocks said. run_ids maps a run
-// ID to that key, which makes Run a direct lookup.
+// ID to that key, which makes Run a direct lookup. run_heads holds each run without its
+// agent state under the same key, and runs_by_status lists the keys of each status in
+// creation order; PutRun keeps both in step with runs.
+
+// runKey returns the key in runs of run id, or nil when it is not stored.
+func (t *tx) runKey(id string) ([]byte, error) {
+	ids, err := t.bucket(bucketRunIDs)
+	if err != nil {
+		return nil, err
+	}
+	return ids.Get([]byte(id)), nil
+}
 
 func (t *tx) Run(id string) (*bot.RunRecord, error) {
-	ids, err := t.bucket(bucketRunIDs)
+	key, err := t.runKey(id)
 	if err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
-	key := ids.Get([]byte(id))
 	if key == nil {
 		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
 	}
@@ -113,6 +124,27 @@ func (t *tx) Run(id string) (*bot.RunRecord, error) {
 		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
 	}
 	return decode[bot.RunRecord](data, "run "+id)
+}
+
+// RunHeader reads run id from run_heads, a value of a few hundred bytes, where Run decodes
+// the whole agent state.
+func (t *tx) RunHeader(id string) (*bot.RunRecord, error) {
+	key, err := t.runKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("get run head %s: %w", id, err)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	heads, err := t.bucket(bucketRunHeads)
+	if err != nil {
+		return nil, fmt.Errorf("get run head %s: %w", id, err)
+	}
+	data := heads.Get(key)
+	if data == nil {
+		return nil, fmt.Errorf("get run head %s: the index names a missing head", id)
+	}
+	return decode[bot.RunRecord](data, "run head "+id)
 }
 
 // PutRun stores r. When r carries a State, the stored Status is the State's, so the two
@@ -128,68 +160,226 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		}
 		rec.Status = rec.State.Status
 	}
+	if bytes.IndexByte([]byte(rec.Status), 0) >= 0 {
+		// The NUL byte ends the status in a runs_by_status key.
+		return fmt.Errorf("put run %s: status %q contains a NUL byte", rec.ID, rec.Status)
+	}
 	data, err := json.Marshal(&rec)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	ids, err := t.bucket(bucketRunIDs)
+	h := head(&rec)
+	headData, err := json.Marshal(&h)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	runs, err := t.bucket(bucketRuns)
-	if err != nil {
-		return fmt.Errorf("put run %s: %w", rec.ID, err)
-	}
-	key := bytes.Clone(ids.Get([]byte(rec.ID)))
-	if key == nil {
-		seq, err := runs.NextSequence()
-		if err != nil {
-			return fmt.Errorf("put run %s: %w", rec.ID, err)
-		}
-		key = seqKey(seq)
-		if err := ids.Put([]byte(rec.ID), key); err != nil {
-			return fmt.Errorf("put run %s: %w", rec.ID, err)
-		}
-	}
-	if err := runs.Put(key, data); err != nil {
+	if err := t.putRun(rec.ID, rec.Status, data, headData); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
 	return nil
 }
 
-// Runs lists runs in creation order, the order in which they were first put. It decodes only
-// the header of runs the filter rejects.
-func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list runs: negative limit %d", f.Limit)
+// putRun writes a run's record and head under its key, taking a new key for a new run, and
+// moves its status index entry when the status changed.
+func (t *tx) putRun(id string, status agent.Status, data, headData []byte) error {
+	ids, err := t.bucket(bucketRunIDs)
+	if err != nil {
+		return err
 	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return err
+	}
+	heads, err := t.bucket(bucketRunHeads)
+	if err != nil {
+		return err
+	}
+	byStatus, err := t.bucket(bucketRunsByStatus)
+	if err != nil {
+		return err
+	}
+	key := bytes.Clone(ids.Get([]byte(id)))
+	if key == nil {
+		seq, err := runs.NextSequence()
+		if err != nil {
+			return err
+		}
+		key = seqKey(seq)
+		if err := ids.Put([]byte(id), key); err != nil {
+			return err
+		}
+	} else {
+		old := heads.Get(key)
+		if old == nil {
+			return errors.New("the stored run has no head")
+		}
+		h, err := decode[struct {
+			Status agent.Status `json:"status"`
+		}](old, "run head "+id)
+		if err != nil {
+			return err
+		}
+		if h.Status == status {
+			// Its index entry is already in place.
+			return errors.Join(runs.Put(key, data), heads.Put(key, headData))
+		}
+		if err := byStatus.Delete(statusKey(h.Status, key)); err != nil {
+			return err
+		}
+	}
+	return errors.Join(
+		runs.Put(key, data),
+		heads.Put(key, headData),
+		byStatus.Put(statusKey(status, key), []byte(id)),
+	)
+}
+
+// Runs lists runs in creation order, the order in which they were first put. Filtered by
+// status, it reads only the runs of those statuses, through runs_by_status.
+func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 	runs, err := t.bucket(bucketRuns)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	var out []*bot.RunRecord
-	c := runs.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		h, err := decode[runHeader](v, "run header")
+	err = t.eachRun(f, func(key []byte, id string) error {
+		data := runs.Get(key)
+		if data == nil {
+			return fmt.Errorf("run %s: the index names a missing record", id)
+		}
+		r, err := decode[bot.RunRecord](data, "run "+id)
 		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, h.Status) {
-			continue
-		}
-		if f.Thread != nil && *f.Thread != h.Thread {
-			continue
-		}
-		r, err := decode[bot.RunRecord](v, "run")
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+			return err
 		}
 		out = append(out, r)
-		if len(out) == f.Limit {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return out, nil
+}
+
+// RunIDs lists the IDs Runs would list. Filtered by status alone, it reads nothing but
+// runs_by_status.
+func (t *tx) RunIDs(f bot.RunFilter) ([]string, error) {
+	var out []string
+	err := t.eachRun(f, func(_ []byte, id string) error {
+		out = append(out, id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list run ids: %w", err)
+	}
+	return out, nil
+}
+
+// eachRun calls fn with the key in runs and the ID of each run f selects, in creation order,
+// until f.Limit runs. It reads a run's head only to match a thread, or, without statuses to
+// look up, to learn its ID.
+func (t *tx) eachRun(f bot.RunFilter, fn func(key []byte, id string) error) error {
+	if f.Limit < 0 {
+		return fmt.Errorf("negative limit %d", f.Limit)
+	}
+	heads, err := t.bucket(bucketRunHeads)
+	if err != nil {
+		return err
+	}
+	n := 0
+	visit := func(key []byte, id string, h *bot.RunRecord) (more bool, err error) {
+		if f.Thread != nil {
+			if h == nil {
+				data := heads.Get(key)
+				if data == nil {
+					return false, fmt.Errorf("run %s: the index names a missing head", id)
+				}
+				if h, err = decode[bot.RunRecord](data, "run head "+id); err != nil {
+					return false, err
+				}
+			}
+			if h.Thread != *f.Thread {
+				return true, nil
+			}
+		}
+		if err := fn(key, id); err != nil {
+			return false, err
+		}
+		n++
+		return n != f.Limit, nil
+	}
+	if len(f.Statuses) == 0 {
+		c := heads.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			h, err := decode[bot.RunRecord](v, "run head")
+			if err != nil {
+				return err
+			}
+			if more, err := visit(k, h.ID, h); err != nil || !more {
+				return err
+			}
+		}
+		return nil
+	}
+	byStatus, err := t.bucket(bucketRunsByStatus)
+	if err != nil {
+		return err
+	}
+	return mergeStatuses(byStatus, f.Statuses, func(key []byte, id string) (bool, error) {
+		return visit(key, id, nil)
+	})
+}
+
+// mergeStatuses walks the runs_by_status ranges of statuses side by side, one cursor each,
+// and calls fn with each entry's run key and ID in creation order, until fn says no more.
+func mergeStatuses(byStatus *bolt.Bucket, statuses []agent.Status, fn func(key []byte, id string) (more bool, err error)) error {
+	type rng struct {
+		c      *bolt.Cursor
+		prefix []byte
+		k, v   []byte // the entry at the cursor, nil past the range's end
+	}
+	next := func(r *rng, k, v []byte) error {
+		r.k, r.v = nil, nil
+		if k == nil || !bytes.HasPrefix(k, r.prefix) {
+			return nil
+		}
+		if len(k) != len(r.prefix)+runKeyLen {
+			return fmt.Errorf("status index entry %q is not a status and a run key", k)
+		}
+		r.k, r.v = k, v
+		return nil
+	}
+	var rs []*rng
+	for _, s := range statuses {
+		prefix := statusKey(s, nil)
+		if slices.ContainsFunc(rs, func(r *rng) bool { return bytes.Equal(r.prefix, prefix) }) {
+			continue
+		}
+		r := &rng{c: byStatus.Cursor(), prefix: prefix}
+		k, v := r.c.Seek(prefix)
+		if err := next(r, k, v); err != nil {
+			return err
+		}
+		rs = append(rs, r)
+	}
+	for {
+		var first *rng
+		for _, r := range rs {
+			if r.k != nil && (first == nil || bytes.Compare(r.k[len(r.prefix):], first.k[len(first.prefix):]) < 0) {
+				first = r
+			}
+		}
+		if first == nil {
+			return nil
+		}
+		more, err := fn(first.k[len(first.prefix):], string(first.v))
+		if err != nil || !more {
+			return err
+		}
+		k, v := first.c.Next()
+		if err := next(first, k, v); err != nil {
+			return err
+		}
+	}
 }
 
 func (t *tx) Conversation(thread bot.ThreadRef) (*bot.Conversation, error) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -94,6 +95,7 @@ func testNotFound(t *testing.T, su *suite) {
 		get  func(tx bot.Tx) (any, error)
 	}{
 		{"Run", func(tx bot.Tx) (any, error) { return tx.Run("run-2") }},
+		{"RunHeader", func(tx bot.Tx) (any, error) { return tx.RunHeader("run-2") }},
 		{"Conversation", func(tx bot.Tx) (any, error) { return tx.Conversation(threadB) }},
 		{"Approval", func(tx bot.Tx) (any, error) { return tx.Approval("ap-2") }},
 		{"Action", func(tx bot.Tx) (any, error) { return tx.Action("act-2") }},
@@ -129,6 +131,11 @@ func testCopies(t *testing.T, su *suite) {
 			return err
 		}
 		c.Runs[0] = "changed"
+		h, err := tx.RunHeader("run-1")
+		if err != nil {
+			return err
+		}
+		h.Status, h.Card.ID = agent.StatusFailed, "changed"
 		return nil
 	})
 	view(t, s, func(tx bot.Tx) error {
@@ -137,6 +144,11 @@ func testCopies(t *testing.T, su *suite) {
 			return err
 		}
 		equal(t, "run after changing a copy", r, fullRun("run-1"))
+		h, err := tx.RunHeader("run-1")
+		if err != nil {
+			return err
+		}
+		equal(t, "run header after changing a copy", h, header(fullRun("run-1")))
 		c, err := tx.Conversation(threadA)
 		if err != nil {
 			return err
@@ -187,9 +199,38 @@ func testRunStatus(t *testing.T, su *suite) {
 			if !slices.ContainsFunc(listed, func(r *bot.RunRecord) bool { return r.ID == id }) {
 				t.Errorf("%s: Runs filtered by %q does not list the run", tt.name, tt.want)
 			}
+			listedIDs, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{tt.want}})
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(listedIDs, id) {
+				t.Errorf("%s: RunIDs filtered by %q does not list the run", tt.name, tt.want)
+			}
+			h, err := tx.RunHeader(id)
+			if err != nil {
+				return err
+			}
+			if h.Status != tt.want {
+				t.Errorf("%s: header status %q, want %q", tt.name, h.Status, tt.want)
+			}
 			return nil
 		})
 	}
+}
+
+// nonNil makes an empty list compare equal to []string{}.
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
+}
+
+// header is r as RunHeader returns it.
+func header(r *bot.RunRecord) *bot.RunRecord {
+	h := *r
+	h.State = nil
+	return &h
 }
 
 func ids(runs []*bot.RunRecord) []string {
@@ -234,6 +275,9 @@ func testRuns(t *testing.T, su *suite) {
 		{"limit", bot.RunFilter{Limit: 2}, []string{"run-3", "run-1"}},
 		{"limit above count", bot.RunFilter{Limit: 10}, []string{"run-3", "run-1", "run-2", "run-5", "run-4", "run-0"}},
 		{"thread and limit", bot.RunFilter{Thread: &threadA, Limit: 3}, []string{"run-3", "run-1", "run-4"}},
+		{"statuses and limit", bot.RunFilter{Statuses: []agent.Status{agent.StatusAwaitingInput, agent.StatusQueued, agent.StatusRunning}, Limit: 2}, []string{"run-1", "run-5"}},
+		{"status twice", bot.RunFilter{Statuses: []agent.Status{agent.StatusFailed, agent.StatusFailed}}, []string{"run-4"}},
+		{"thread, statuses and limit", bot.RunFilter{Thread: &threadA, Statuses: []agent.Status{agent.StatusAwaitingInput, agent.StatusCompleted, agent.StatusAwaitingApproval}, Limit: 2}, []string{"run-3", "run-0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,6 +287,11 @@ func testRuns(t *testing.T, su *suite) {
 					return err
 				}
 				equal(t, "run IDs", ids(got), tt.want)
+				gotIDs, err := tx.RunIDs(tt.filter)
+				if err != nil {
+					return err
+				}
+				equal(t, "RunIDs", nonNil(gotIDs), tt.want)
 				return nil
 			})
 		})
@@ -289,6 +338,134 @@ func testRecovery(t *testing.T, su *suite) {
 				t.Errorf("run %s listed for recovery without a live state", r.ID)
 			}
 		}
+		return nil
+	})
+}
+
+// testRunsAfterStatusChanges moves runs through their lives the way the bot does, put again
+// at every step, and checks after each move that listing by status finds each run under its
+// latest status only, in creation order, whatever the order of the moves.
+func testRunsAfterStatusChanges(t *testing.T, su *suite) {
+	s := su.open(t)
+	const (
+		queued    = agent.StatusQueued
+		running   = agent.StatusRunning
+		approval  = agent.StatusAwaitingApproval
+		input     = agent.StatusAwaitingInput
+		completed = agent.StatusCompleted
+		failed    = agent.StatusFailed
+		cancelled = agent.StatusCancelled
+	)
+	everyStatus := []agent.Status{queued, running, approval, input, completed, failed, cancelled, agent.StatusBudgetExhausted}
+	// IDs run against creation order, so listing by ID fails.
+	created := []string{"run-e", "run-d", "run-c", "run-b", "run-a"}
+	status := map[string]agent.Status{}
+	moves := []struct {
+		id string
+		to agent.Status
+	}{
+		{"run-e", queued}, {"run-d", queued}, {"run-c", queued}, {"run-b", queued}, {"run-a", queued},
+		{"run-c", running}, {"run-e", running}, {"run-c", running}, // again, with the status it has
+		{"run-a", running}, {"run-e", approval}, {"run-c", completed}, {"run-e", running},
+		{"run-b", cancelled}, {"run-a", input}, {"run-e", completed}, {"run-a", running},
+		{"run-d", running}, {"run-a", failed}, {"run-d", completed},
+	}
+	// want lists the runs with one of statuses as a correct backend would.
+	want := func(statuses []agent.Status, limit int) []string {
+		out := []string{}
+		for _, id := range created {
+			if slices.Contains(statuses, status[id]) && (limit == 0 || len(out) < limit) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	filters := [][]agent.Status{{running, queued}, {completed, failed, cancelled}, {queued, running, approval, input}}
+	for _, st := range everyStatus {
+		filters = append(filters, []agent.Status{st})
+	}
+	for i, m := range moves {
+		update(t, s, func(tx bot.Tx) error {
+			r, err := tx.Run(m.id)
+			if errors.Is(err, bot.ErrNotFound) {
+				r = newRun(m.id, threadA, m.to, at(time.Duration(i)*time.Second))
+			} else if err != nil {
+				return err
+			}
+			r.State.Status, r.UpdatedAt = m.to, at(time.Duration(i)*time.Second)
+			return tx.PutRun(r)
+		})
+		status[m.id] = m.to
+		view(t, s, func(tx bot.Tx) error {
+			for _, f := range filters {
+				for _, limit := range []int{0, 1, 2} {
+					filter := bot.RunFilter{Statuses: f, Limit: limit}
+					got, err := tx.Runs(filter)
+					if err != nil {
+						return err
+					}
+					equal(t, fmt.Sprintf("after move %d (%s to %s), Runs of %v limit %d", i, m.id, m.to, f, limit), ids(got), want(f, limit))
+					for _, r := range got {
+						if r.Status != status[r.ID] || r.State.Status != status[r.ID] {
+							t.Errorf("after move %d, Runs of %v gave run %s as %s with state %s, want %s", i, f, r.ID, r.Status, r.State.Status, status[r.ID])
+						}
+					}
+					gotIDs, err := tx.RunIDs(filter)
+					if err != nil {
+						return err
+					}
+					equal(t, fmt.Sprintf("after move %d (%s to %s), RunIDs of %v limit %d", i, m.id, m.to, f, limit), nonNil(gotIDs), want(f, limit))
+				}
+			}
+			return nil
+		})
+	}
+	// The changes outlive a restart, as the index they may be kept in must.
+	if su.reopen != nil {
+		s = su.reopen(t, s)
+		view(t, s, func(tx bot.Tx) error {
+			got, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{running, completed}})
+			if err != nil {
+				return err
+			}
+			equal(t, "RunIDs after reopen", nonNil(got), want([]agent.Status{running, completed}, 0))
+			return nil
+		})
+	}
+}
+
+// testRunHeader checks that RunHeader is the run without its state, before and after the
+// run's fields change.
+func testRunHeader(t *testing.T, su *suite) {
+	s := su.open(t)
+	r := fullRun("run-1")
+	update(t, s, func(tx bot.Tx) error {
+		return errors.Join(tx.PutRun(r), tx.PutRun(newRun("run-2", threadB, agent.StatusQueued, at(time.Second))))
+	})
+	check := func(what string) {
+		t.Helper()
+		view(t, s, func(tx bot.Tx) error {
+			got, err := tx.RunHeader("run-1")
+			if err != nil {
+				return err
+			}
+			equal(t, what, got, header(r))
+			return nil
+		})
+	}
+	check("header of a new run")
+	r.State.Status, r.State.Pause, r.Status = agent.StatusCompleted, nil, agent.StatusCompleted
+	r.Card.ID, r.ContinueAction, r.UpdatedAt = "1740830409.000900", "", at(time.Hour)
+	update(t, s, func(tx bot.Tx) error { return tx.PutRun(r) })
+	check("header after the run changed")
+	// A header put back is a run without a state, as bot.Tx warns.
+	update(t, s, func(tx bot.Tx) error { return tx.PutRun(header(r)) })
+	view(t, s, func(tx bot.Tx) error {
+		got, err := tx.Run("run-1")
+		if err != nil {
+			return err
+		}
+		equal(t, "run put back from its header", got, header(r))
 		return nil
 	})
 }

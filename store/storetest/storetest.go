@@ -43,6 +43,8 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"GettersReturnCopies", testCopies},
 		{"RunStatusFollowsState", testRunStatus},
 		{"Runs", testRuns},
+		{"RunsAfterStatusChanges", testRunsAfterStatusChanges},
+		{"RunHeader", testRunHeader},
 		{"RecoveryListing", testRecovery},
 		{"Approvals", testApprovals},
 		{"Outbox", testOutbox},
