@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -23,10 +24,12 @@ func (b *Bot) schedule(ctx context.Context) {
 			return
 		case <-b.wakeRuns:
 		}
-		var ready []*RunRecord
+		// Only the IDs: this runs on every wake, and loading the runs (their states are tens
+		// of kilobytes) cost more than everything else the bot did with many runs going.
+		var ready []string
 		err := b.store.View(ctx, func(tx Tx) error {
 			var err error
-			ready, err = tx.Runs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}})
+			ready, err = tx.RunIDs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}})
 			return err
 		})
 		if err != nil {
@@ -34,17 +37,17 @@ func (b *Bot) schedule(ctx context.Context) {
 			continue
 		}
 		b.mu.Lock()
-		for _, rec := range ready {
+		for _, id := range ready {
 			if b.stopped || len(b.running) >= b.cfg.MaxConcurrentRuns {
 				break
 			}
-			if b.running[rec.ID] != nil || b.held[rec.ID] {
+			if b.running[id] != nil || b.held[id] {
 				continue
 			}
 			runCtx, cancel := context.WithCancelCause(ctx)
-			b.running[rec.ID] = cancel
+			b.running[id] = cancel
 			b.runs.Add(1)
-			go b.work(runCtx, rec.ID)
+			go b.work(runCtx, id)
 		}
 		b.mu.Unlock()
 	}
@@ -193,17 +196,28 @@ func (b *Bot) retryHeld(id string, delay time.Duration) {
 }
 
 // checkpoint saves the run's state and the outbox items its transition calls for, in one
-// transaction, and wakes the dispatcher to send them.
+// transaction, and wakes the dispatcher to send them. It reads the stored run without its
+// state, which it replaces, unless the state has calls of unknown outcome, which are told
+// about by comparing with the stored state: the write lock is held meanwhile, and decoding
+// a state of tens of kilobytes at every step would hold it longest.
 func (b *Bot) checkpoint(ctx context.Context, st *agent.State) error {
 	err := b.store.Update(ctx, func(tx Tx) error {
-		rec, err := tx.Run(st.RunID)
+		rec, err := tx.RunHeader(st.RunID)
 		if err != nil {
 			return err
 		}
 		if rec.Status.Terminal() {
 			return errRunEnded
 		}
-		prev, old := rec.Status, rec.State
+		var old *agent.State
+		if slices.ContainsFunc(st.Calls, func(c agent.CallRecord) bool { return c.Status == agent.CallUnknown }) {
+			stored, err := tx.Run(st.RunID)
+			if err != nil {
+				return err
+			}
+			old = stored.State
+		}
+		prev := rec.Status
 		rec.State, rec.Status = st, st.Status
 		if err := b.tellUnknownOutcomes(tx, rec, old); err != nil {
 			return err
