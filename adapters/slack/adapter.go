@@ -27,6 +27,9 @@ type Adapter struct {
 	api  *slack.Client
 	log  *slog.Logger
 	http *http.Client
+	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
+	// that tests can fill one.
+	queueCap int
 }
 
 var _ bot.Platform = (*Adapter)(nil)

@@ -10,9 +10,12 @@
 // request's signature on its raw body first. Either way each delivery is acknowledged
 // first and handled after, so Slack gets its answer within 3 seconds; a delivery that was
 // acknowledged is handled even if Run is stopping, and one that was not is left for Slack
-// to deliver again. Deliveries reach the bot as Slack sent them, redeliveries included:
-// Event.ID is Slack's event_id (or the click's or command's trigger_id), and the bot
-// dedupes on it.
+// to deliver again. Receiving never waits for the bot: a few workers handle deliveries,
+// each thread's on one worker and in the order Slack sent them, and each worker queues up
+// to 1,024; past that a delivery is not acknowledged (Socket Mode) or is answered 503
+// (HTTP mode), and Slack delivers it again later. Deliveries reach the bot as Slack sent
+// them, redeliveries included: Event.ID is Slack's event_id (or the click's or command's
+// trigger_id), and the bot dedupes on it.
 //
 // What becomes which event:
 //

@@ -105,11 +105,13 @@ func (f *fakeSlack) nextAck() ack {
 	return acks[f.acks-1]
 }
 
-// adapter starts a Socket Mode adapter against the fake; Run ends with the test.
-func (f *fakeSlack) adapter(h Handler, cfg Config) *Adapter {
+// adapter starts a Socket Mode adapter against the fake; Run ends with the test. opts
+// apply after the test's logger, so they may replace it.
+func (f *fakeSlack) adapter(h Handler, cfg Config, opts ...Option) *Adapter {
 	f.t.Helper()
 	cfg.BotToken, cfg.AppToken, cfg.APIURL = "xoxb-test", "xapp-1-test", f.apiURL()
-	a, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(testWriter{f.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(testWriter{f.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))}, opts...)
+	a, err := New(cfg, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

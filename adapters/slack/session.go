@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -17,10 +17,14 @@ import (
 // Events are handled by a few workers; each thread always goes to the same one, so the
 // messages of one thread reach the bot in the order Slack sent them while a slow thread
 // does not hold up the others.
-const (
-	workers    = 4
-	queueDepth = 64
-)
+const workers = 4
+
+// queueCap is how many acknowledged deliveries one worker may have waiting. Taking a
+// delivery never waits for the worker, so that acknowledgements go out as envelopes arrive
+// however far behind the bot is; past this many, a Socket Mode envelope is not acknowledged
+// (Slack delivers it again later) and an HTTP delivery is answered 503, so memory stays
+// bounded and nothing is lost.
+const queueCap = 1024
 
 // job is one acknowledged delivery waiting for the bot.
 type job struct {
@@ -38,7 +42,7 @@ type session struct {
 	a      *Adapter
 	h      Handler
 	self   identity
-	queues [workers]chan job
+	queues [workers]*queue
 	wg     sync.WaitGroup
 	// work is the context of handling: it outlives Run's context by the drain.
 	work     context.Context
@@ -49,10 +53,19 @@ type session struct {
 func (a *Adapter) newSession(ctx context.Context, h Handler, self identity) *session {
 	s := &session{a: a, h: h, self: self}
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	limit := queueCap
+	if a.queueCap > 0 {
+		limit = a.queueCap
+	}
 	for i := range s.queues {
-		s.queues[i] = make(chan job, queueDepth)
+		q := newQueue(limit)
+		s.queues[i] = q
 		s.wg.Go(func() {
-			for j := range s.queues[i] {
+			for {
+				j, ok := q.take()
+				if !ok {
+					return
+				}
 				s.process(j)
 			}
 		})
@@ -62,39 +75,132 @@ func (a *Adapter) newSession(ctx context.Context, h Handler, self identity) *ses
 
 // queueFor picks the worker of a job by its thread (by channel while a /loopbot thread is
 // yet to be posted).
-func (s *session) queueFor(j job) chan job {
-	h := fnv.New32a()
-	h.Write([]byte(j.ev.Thread.Channel + "/" + j.ev.Thread.Thread))
-	return s.queues[h.Sum32()%workers]
+func (s *session) queueFor(j job) *queue { return s.queues[workerOf(j.ev.Thread)] }
+
+// workerOf is the index of the worker that handles thread's events. maphash spreads
+// threads evenly over the workers; FNV-1a modulo a power of two would not, as its low bits
+// depend only on the low bits of each byte.
+func workerOf(thread bot.ThreadRef) int {
+	return int(maphash.String(workerSeed, thread.Channel+"/"+thread.Thread) % workers)
 }
 
-// enqueue hands an acknowledged job to its worker, waiting while the worker is busy.
-func (s *session) enqueue(j job) { s.queueFor(j) <- j }
+// workerSeed is the seed of workerOf, fixed for the process so that a thread keeps its
+// worker.
+var workerSeed = maphash.MakeSeed()
 
-// tryEnqueue hands a job over unless its worker's queue is full.
-func (s *session) tryEnqueue(j job) bool {
-	select {
-	case s.queueFor(j) <- j:
-		return true
-	default:
-		return false
-	}
-}
+// tryEnqueue hands a job to its worker unless the worker has queueCap jobs waiting.
+func (s *session) tryEnqueue(j job) bool { return s.queueFor(j).put(j) }
 
 // drain stops taking jobs and handles those queued, giving up after the drain timeout.
-// The caller must be sure no enqueue runs any more.
+// The caller must be sure that nothing puts jobs in the queues any more.
 func (s *session) drain() {
 	if s.closed {
 		return
 	}
 	s.closed = true
 	for _, q := range s.queues {
-		close(q)
+		q.close()
 	}
 	t := time.AfterFunc(s.a.cfg.DrainTimeout, s.stopWork)
 	s.wg.Wait()
 	t.Stop()
 	s.stopWork()
+}
+
+// queue is one worker's jobs, in the order they were given. It grows as a slice up to its
+// limit instead of making the giver wait, and it lets room be reserved before a delivery is
+// acknowledged, so that an acknowledged delivery always has a place.
+type queue struct {
+	limit int
+	// ready holds a wake-up for the worker whenever jobs were added or the queue closed
+	// since it last looked; one is enough, as the worker looks again before it waits.
+	ready chan struct{}
+
+	mu       sync.Mutex
+	jobs     []job
+	reserved int // room promised by reserve and not yet filled by commit or given back
+	closed   bool
+}
+
+func newQueue(limit int) *queue {
+	return &queue{limit: limit, ready: make(chan struct{}, 1)}
+}
+
+// reserve promises room for one job, to be filled by commit or given back by release. It
+// reports false when the queue is full or closed.
+func (q *queue) reserve() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.jobs)+q.reserved >= q.limit {
+		return false
+	}
+	q.reserved++
+	return true
+}
+
+// commit puts j in the room reserve promised.
+func (q *queue) commit(j job) {
+	q.mu.Lock()
+	q.reserved--
+	q.jobs = append(q.jobs, j)
+	q.mu.Unlock()
+	q.wake()
+}
+
+// release gives back the room reserve promised, for a job that will not come.
+func (q *queue) release() {
+	q.mu.Lock()
+	q.reserved--
+	q.mu.Unlock()
+	q.wake()
+}
+
+// put adds j if there is room, and reports whether it did.
+func (q *queue) put(j job) bool {
+	if !q.reserve() {
+		return false
+	}
+	q.commit(j)
+	return true
+}
+
+// take returns the oldest job, waiting for one; false once the queue is closed and empty.
+func (q *queue) take() (job, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.jobs) > 0 {
+			j := q.jobs[0]
+			q.jobs[0] = job{}
+			q.jobs = q.jobs[1:]
+			if len(q.jobs) == 0 {
+				// Let a burst's backing array go rather than keep it for good.
+				q.jobs = nil
+			}
+			q.mu.Unlock()
+			return j, true
+		}
+		done := q.closed && q.reserved == 0
+		q.mu.Unlock()
+		if done {
+			return job{}, false
+		}
+		<-q.ready
+	}
+}
+
+// close stops the queue taking jobs; take returns what is left, then reports the end.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *queue) wake() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
 }
 
 // allowed applies Config.AllowedChannels.

@@ -126,15 +126,30 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 			answer = ephemeral(reply)
 		}
 	}
+	// Room for the job is reserved before the ack, so that an acknowledged job always has a
+	// place and this loop never waits for the workers. When the thread's worker has too
+	// many waiting, the envelope is not acknowledged: Slack delivers it again later.
+	var q *queue
+	if ok {
+		q = s.queueFor(j)
+		if !q.reserve() {
+			a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
+				"envelope", req.EnvelopeID, "event", j.ev.ID, "channel", j.ev.Thread.Channel)
+			return
+		}
+	}
 	// Acknowledge first; only then is the job ours to handle. If the ack cannot even be
 	// queued (Run is ending), the job is left for Slack to deliver again.
 	if err := sm.AckCtx(ctx, req.EnvelopeID, answer); err != nil {
+		if q != nil {
+			q.release()
+		}
 		if !errors.Is(err, context.Canceled) {
 			a.log.Warn("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
 		}
 		return
 	}
-	if ok {
-		s.enqueue(j)
+	if q != nil {
+		q.commit(j)
 	}
 }
