@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Retries of platform calls that fail for reasons other than a rate limit back off
@@ -22,8 +20,11 @@ const (
 
 // channel is the dispatcher's pacing state for one platform channel.
 type channel struct {
-	// limiter spaces calls EditInterval apart.
-	limiter *rate.Limiter
+	// free is when the channel may be called again: EditInterval after the end of its last
+	// call. The platform may have received that call at any moment until it answered, so
+	// counting from the end, not the start, is what keeps calls EditInterval apart as the
+	// platform sees them, however long each takes.
+	free time.Time
 	// notBefore holds the channel back after a rate limit (its Retry-After) or a failure
 	// (the backoff). Later items of the channel wait too, so messages keep their order.
 	notBefore time.Time
@@ -102,20 +103,12 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 		}
 		ch := channels[key]
 		if ch == nil {
-			ch = &channel{limiter: rate.NewLimiter(rate.Every(time.Duration(b.cfg.EditInterval)), 1)}
+			ch = &channel{}
 			channels[key] = ch
 		}
-		now := time.Now()
-		if now.Before(ch.notBefore) {
+		if ready := ch.ready(); time.Now().Before(ready) {
 			held[key] = true
-			waitFor(ch.notBefore)
-			left++
-			continue
-		}
-		if r := ch.limiter.ReserveN(now, 1); r.DelayFrom(now) > 0 {
-			r.CancelAt(now)
-			held[key] = true
-			waitFor(now.Add(r.DelayFrom(now)))
+			waitFor(ready)
 			left++
 			continue
 		}
@@ -140,11 +133,19 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 	// talked in many channels keeps pacing state only for the busy ones.
 	now := time.Now()
 	for key, ch := range channels {
-		if !seen[key] && !now.Before(ch.notBefore) && ch.limiter.TokensAt(now) >= 1 {
+		if !seen[key] && !now.Before(ch.ready()) {
 			delete(channels, key)
 		}
 	}
 	return next, left
+}
+
+// ready is when the channel may be called next.
+func (ch *channel) ready() time.Time {
+	if ch.free.After(ch.notBefore) {
+		return ch.free
+	}
+	return ch.notBefore
 }
 
 // send renders one item from the current records, posts or edits it, and settles the item.
@@ -190,6 +191,8 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 	} else {
 		ref, err = p.Post(ctx, it.Thread, out)
 	}
+	// A call that failed may have reached the platform too, so it counts as well.
+	ch.free = time.Now().Add(time.Duration(b.cfg.EditInterval))
 	var rl *RateLimitError
 	var perm *PermanentError
 	switch {
