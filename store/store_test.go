@@ -722,3 +722,41 @@ func BenchmarkActiveRunsAmongHistory(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckpointRead saves a step the way the bot's checkpoint does: one Update that
+// reads the stored run, to keep its other fields and see it has not ended, and puts it back
+// with the new state. Reading it with Run decodes the whole stored state; RunHeader reads
+// only the head, which is what the bot uses.
+func BenchmarkCheckpointRead(b *testing.B) {
+	for _, read := range []string{"Run", "RunHeader"} {
+		b.Run(read, func(b *testing.B) {
+			db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
+			ctx := context.Background()
+			r := benchRun()
+			if err := db.Update(ctx, func(tx bot.Tx) error { return tx.PutRun(r) }); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				r.State.Step++
+				err := db.Update(ctx, func(tx bot.Tx) error {
+					get := tx.Run
+					if read == "RunHeader" {
+						get = tx.RunHeader
+					}
+					rec, err := get(r.ID)
+					if err != nil {
+						return err
+					}
+					if rec.Status.Terminal() {
+						return fmt.Errorf("run %s has ended", rec.ID)
+					}
+					rec.State = r.State
+					return tx.PutRun(rec)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
