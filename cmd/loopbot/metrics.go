@@ -72,21 +72,27 @@ type runsCollector struct {
 func (c runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c runsCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[agent.Status]int{}
+	statuses := []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput,
+		agent.StatusCompleted, agent.StatusFailed, agent.StatusCancelled, agent.StatusBudgetExhausted}
+	counts := make([]int, len(statuses))
+	// The store's status index answers this without reading a run, however long the
+	// history is.
 	err := c.store.View(context.Background(), func(tx bot.Tx) error {
-		runs, err := tx.Runs(bot.RunFilter{})
-		for _, r := range runs {
-			counts[r.Status]++
+		for i, s := range statuses {
+			ids, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{s}})
+			if err != nil {
+				return err
+			}
+			counts[i] = len(ids)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
-	for _, s := range []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput,
-		agent.StatusCompleted, agent.StatusFailed, agent.StatusCancelled, agent.StatusBudgetExhausted} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	for i, s := range statuses {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[i]), string(s))
 	}
 }
 
