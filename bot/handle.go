@@ -342,6 +342,7 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 func (b *Bot) resume(ctx context.Context, who User, act *Action) (Result, error) {
 	res := Result{RunID: act.RunID}
 	err := b.store.Update(ctx, func(tx Tx) error {
+		res.Notice = ""
 		rec, err := tx.Run(act.RunID)
 		if err != nil {
 			return err

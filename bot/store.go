@@ -18,7 +18,10 @@ var ErrNotFound = errors.New("not found")
 //
 // Transactions are closures, as in bbolt: Update runs fn in one serialisable read-write
 // transaction and commits it if fn returns nil, so a read-check-write inside fn is a
-// compare-and-set. fn must not do network I/O and must not keep tx after it returns.
+// compare-and-set. fn must not do network I/O and must not keep tx after it returns. fn may
+// be called more than once for one Update (an implementation may commit the writes of
+// several callers together and run them again when one of them fails), so whatever it sets
+// outside tx it must set afresh on every call.
 type Store interface {
 	Update(ctx context.Context, fn func(tx Tx) error) error
 	View(ctx context.Context, fn func(tx Tx) error) error

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,12 @@ type DB struct {
 	// writeErr is the failure of the last write transaction that failed on the store's
 	// side (not fn's), cleared by the next one that commits; health checks report it.
 	writeErr atomic.Pointer[error]
+
+	// The group commit's queue (group.go): writes waiting for their transaction, and
+	// whether a leader is committing.
+	wmu     sync.Mutex
+	queue   []*write
+	writing bool
 }
 
 // WriteError returns why the last write failed if no write has committed since, else nil:
@@ -199,17 +206,25 @@ func (db *DB) Close() error {
 }
 
 // Update runs fn in one read-write transaction and commits it if fn returns nil. An error
-// from fn is returned as it is, after the transaction was rolled back.
+// from fn is returned as it is, after fn's writes were rolled back.
+//
+// Writes that arrive while another commits are committed together, in one transaction with
+// one disk sync (see group.go), so fn may run more than once: whatever it sets outside the
+// transaction must be set afresh on every call.
 func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
-	return db.do(ctx, true, fn)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return db.update(ctx, func(t *tx) error { return fn(t) })
 }
 
 // View runs fn in one read-only transaction, which sees a consistent snapshot.
 func (db *DB) View(ctx context.Context, fn func(tx bot.Tx) error) error {
-	return db.do(ctx, false, fn)
+	return db.do(ctx, false, func(t *tx) error { return fn(t) })
 }
 
-func (db *DB) do(ctx context.Context, writable bool, fn func(tx bot.Tx) error) error {
+// do runs fn in a transaction of its own.
+func (db *DB) do(ctx context.Context, writable bool, fn func(t *tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -234,9 +249,7 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(tx bot.Tx) error) e
 	if err != nil && fnErr == nil {
 		// The error is bbolt's own (a failed commit, a closed database), not fn's.
 		if writable {
-			err = fmt.Errorf("store update: %w", err)
-			db.writeErr.Store(&err)
-			return err
+			return db.storeError(err)
 		}
 		return fmt.Errorf("store view: %w", err)
 	}

@@ -44,6 +44,17 @@
 // other writer waits until it returns. Do no network I/O and nothing slow inside it; read
 // what is needed, decide, write, and post messages afterwards through the outbox.
 //
+// Writes that arrive while another is being committed are committed together, in one
+// transaction with one disk sync, by the first of their callers (group.go): under a
+// thousand runs checkpointing at once that is a few syncs a step instead of a thousand,
+// and a lone write waits for nobody. The functions of a group run in the order they
+// arrived, each seeing the writes before it, so the group is the same as running them one
+// by one. One that fails after writing, or panics, spoils the group's transaction: it is
+// run again alone in its caller's goroutine and the others run again without it. So a
+// function given to Update may run more than once, and must set whatever it sets outside
+// the transaction afresh on every call. A group that wrote nothing is rolled back, so a
+// duplicate event claim or a write that found nothing to change costs no sync.
+//
 // Do not call Update or View from inside the function of another Update or View on the same
 // DB: bbolt can deadlock, as the writer waits on itself.
 //

@@ -11,10 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// errNoChange makes bbolt roll back a transaction that found nothing to write, so that a
-// duplicate delivery or an empty purge costs no disk sync.
-var errNoChange = errors.New("no change")
-
 // ClaimEvent records id as seen until now+ttl. It reports true when id was not seen before
 // or its earlier claim has expired (a claim is live while now is before its expiry), and
 // false for a duplicate within ttl.
@@ -22,22 +18,15 @@ func (db *DB) ClaimEvent(ctx context.Context, id string, now time.Time, ttl time
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	// A duplicate writes nothing, so its transaction costs no disk sync (see group.go).
 	var first bool
-	err := db.bolt.Update(func(btx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	err := db.update(ctx, func(t *tx) error {
 		var err error
-		if first, err = claimEvent(btx, id, now, ttl); err == nil && !first {
-			return errNoChange
-		}
+		first, err = t.ClaimEvent(id, now, ttl)
 		return err
 	})
-	switch {
-	case errors.Is(err, errNoChange):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("claim event %s: %w", id, err)
+	if err != nil {
+		return false, err
 	}
 	return first, nil
 }
@@ -49,6 +38,8 @@ func (t *tx) ClaimEvent(id string, now time.Time, ttl time.Duration) (bool, erro
 		return false, ErrTxClosed
 	}
 	first, err := claimEvent(t.btx, id, now, ttl)
+	// A live claim is left as it is; anything else may have changed the buckets.
+	t.wrote = t.wrote || first || err != nil
 	if err != nil {
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}
@@ -107,10 +98,10 @@ func (db *DB) PurgeEvents(ctx context.Context, now time.Time) (int, error) {
 	}
 	limit := timeKey(now)
 	n := 0
-	err := db.bolt.Update(func(btx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	// An empty purge writes nothing, so its transaction costs no disk sync (see group.go).
+	err := db.update(ctx, func(t *tx) error {
+		n = 0
+		btx := t.btx
 		events, index := btx.Bucket(bucketEvents), btx.Bucket(bucketEventExpiry)
 		// Keys are collected first because deleting under a bbolt cursor can make it skip
 		// the next key.
@@ -125,8 +116,8 @@ func (db *DB) PurgeEvents(ctx context.Context, now time.Time) (int, error) {
 			}
 			expired = append(expired, bytes.Clone(k))
 		}
-		if len(expired) == 0 {
-			return errNoChange
+		if len(expired) > 0 {
+			t.wrote = true
 		}
 		for _, k := range expired {
 			if err := index.Delete(k); err != nil {
@@ -139,10 +130,7 @@ func (db *DB) PurgeEvents(ctx context.Context, now time.Time) (int, error) {
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(err, errNoChange):
-		return 0, nil
-	case err != nil:
+	if err != nil {
 		return 0, fmt.Errorf("purge events: %w", err)
 	}
 	return n, nil

@@ -21,6 +21,10 @@ import (
 type tx struct {
 	btx    *bolt.Tx
 	closed bool
+	// wrote is set before the first change to btx: a group commit needs no rollback for a
+	// function that failed before it changed anything, nor a sync for a group that changed
+	// nothing.
+	wrote bool
 }
 
 var _ bot.Tx = (*tx)(nil)
@@ -63,6 +67,7 @@ func put(t *tx, bucket []byte, key, what string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
+	t.wrote = true
 	if err := b.Put([]byte(key), data); err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
@@ -198,6 +203,7 @@ func (t *tx) putRun(id string, status agent.Status, data, headData []byte) error
 	if err != nil {
 		return err
 	}
+	t.wrote = true
 	key := bytes.Clone(ids.Get([]byte(id)))
 	if key == nil {
 		seq, err := runs.NextSequence()
@@ -455,6 +461,7 @@ func (t *tx) AppendAudit(e bot.AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
+	t.wrote = true
 	seq, err := audit.NextSequence()
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
@@ -511,6 +518,7 @@ func (t *tx) DeleteOutbox(key string) error {
 	if err != nil {
 		return fmt.Errorf("delete outbox item %s: %w", key, err)
 	}
+	t.wrote = true
 	if err := b.Delete([]byte(key)); err != nil {
 		return fmt.Errorf("delete outbox item %s: %w", key, err)
 	}

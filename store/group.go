@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Group commit.
+//
+// Every write transaction ends in a disk sync, and bbolt lets one writer in at a time, so
+// runs that checkpoint at the same moment queue behind each other's syncs: a thousand runs
+// stepping together would spend about a second in syncs at every step. So writes that arrive
+// while another is being committed wait together, and the first of them to be let in (the
+// leader) runs all their functions in one transaction with one sync. A write that finds no
+// commit under way goes alone at once: a lone writer waits for nobody, and a write waits for
+// at most the commit under way before its own.
+//
+// The functions of a group run one after another in the order they arrived, each seeing
+// what the ones before it wrote, so a group is the same as running them one by one: a
+// read, check and write inside a function is still a compare-and-set. A function that
+// fails without having written anything just returns its error; one that fails after
+// writing (or panics) spoils the transaction, which is rolled back: that function runs
+// again in a transaction of its own, in its caller's goroutine, which is where its error
+// (or panic) comes from, and the rest run again without it. So a function may run more
+// than once, as with bbolt's Batch; bot.Store asks that of every caller.
+
+// maxGroup bounds the functions of one transaction, so that one commit stays short enough
+// for the writers queued behind it.
+const maxGroup = 256
+
+// write is one caller's function waiting for its transaction.
+type write struct {
+	ctx  context.Context
+	fn   func(t *tx) error
+	done chan outcome // one at a time: the turn to lead, then the result
+	err  error        // what fn returned in the group's latest try
+}
+
+// outcome is what a waiting writer is told.
+type outcome struct {
+	lead bool  // take the queue and commit it
+	solo bool  // run fn again alone: it spoiled the group's transaction
+	err  error // the result, when neither of the above
+}
+
+// update runs fn in a write transaction, in a group with the writes that queue up meanwhile.
+func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
+	w := &write{ctx: ctx, fn: fn, done: make(chan outcome, 1)}
+	db.wmu.Lock()
+	db.queue = append(db.queue, w)
+	lead := !db.writing
+	db.writing = true
+	db.wmu.Unlock()
+	if !lead {
+		o := <-w.done
+		if !o.lead {
+			return db.settle(ctx, w, o)
+		}
+	}
+	// Only a leader takes from the queue and there is one at a time, so w is still in it:
+	// it was first when it was told to lead, or alone when it found no commit under way.
+	db.wmu.Lock()
+	n := min(len(db.queue), maxGroup)
+	group := db.queue[:n:n]
+	db.queue = db.queue[n:]
+	db.wmu.Unlock()
+
+	db.commit(group)
+
+	db.wmu.Lock()
+	if len(db.queue) > 0 {
+		db.queue[0].done <- outcome{lead: true}
+	} else {
+		db.writing, db.queue = false, nil
+	}
+	db.wmu.Unlock()
+	return db.settle(ctx, w, <-w.done)
+}
+
+// settle returns a writer's result, running its function alone first if it has to.
+func (db *DB) settle(ctx context.Context, w *write, o outcome) error {
+	if o.solo {
+		return db.do(ctx, true, w.fn)
+	}
+	return o.err
+}
+
+// commit runs the group's functions in one transaction and tells each writer its result.
+func (db *DB) commit(group []*write) {
+	for len(group) > 0 {
+		btx, err := db.bolt.Begin(true)
+		if err != nil {
+			err = db.storeError(err)
+			for _, w := range group {
+				w.done <- outcome{err: err}
+			}
+			return
+		}
+		wrote, spoiled := false, -1
+		for i, w := range group {
+			// Checked here because the writer may have waited for the commits before.
+			if w.err = w.ctx.Err(); w.err != nil {
+				continue
+			}
+			t := &tx{btx: btx}
+			var panicked bool
+			w.err, panicked = call(w.fn, t)
+			if panicked || (w.err != nil && t.wrote) {
+				spoiled = i
+				break
+			}
+			wrote = wrote || t.wrote
+		}
+		if spoiled >= 0 {
+			_ = btx.Rollback()
+			group[spoiled].done <- outcome{solo: true}
+			group = slices.Delete(group, spoiled, spoiled+1)
+			continue
+		}
+		if !wrote {
+			// Nothing to make durable: a rollback costs no sync.
+			_ = btx.Rollback()
+			for _, w := range group {
+				w.done <- outcome{err: w.err}
+			}
+			return
+		}
+		cerr := btx.Commit()
+		if cerr != nil {
+			cerr = db.storeError(cerr)
+		} else {
+			db.writeErr.Store(nil)
+		}
+		for _, w := range group {
+			if w.err == nil {
+				w.err = cerr
+			}
+			w.done <- outcome{err: w.err}
+		}
+		return
+	}
+}
+
+// call runs fn on t and closes t, turning a panic into a report: the leader must roll the
+// transaction back, or bbolt's only write lock would stay taken.
+func call(fn func(t *tx) error, t *tx) (err error, panicked bool) {
+	defer func() {
+		t.closed = true
+		if recover() != nil {
+			panicked = true
+		}
+	}()
+	return fn(t), false
+}
+
+// storeError wraps a failure of bbolt's own (not of a function's) to begin or commit a write,
+// and keeps it for WriteError.
+func (db *DB) storeError(err error) error {
+	err = fmt.Errorf("store update: %w", err)
+	db.writeErr.Store(&err)
+	return err
+}
