@@ -49,7 +49,7 @@ type settings struct {
 	now        func() time.Time
 }
 
-// WithHTTPClient sets the HTTP client; its transport, or http.DefaultTransport when it has
+// WithHTTPClient sets the HTTP client; its transport, or newTransport's when it has
 // none, carries the requests. The client is copied, not modified.
 func WithHTTPClient(hc *http.Client) Option {
 	return Option{func(s *settings) { s.httpClient = hc }}
@@ -117,13 +117,30 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = newTransport()
 	}
 	hc.Transport = &headerTap{base: base}
 	oc.HTTPClient = hc
 	c.api = openai.NewClientWithConfig(oc)
 	c.completionTokens = officialOpenAI(cfg)
 	return c, nil
+}
+
+// maxIdleConnsPerHost is how many idle connections to the model endpoint are kept for
+// reuse. Every running run waits on a call to the same endpoint, so as many calls as runs
+// may be under way at once; with the standard library's default of two, all but two of
+// their connections would be closed as each answer arrived, and the next step of those
+// runs would dial again and repeat the TLS handshake. Idle connections are closed after
+// IdleConnTimeout all the same, so a burst leaves none behind for long.
+const maxIdleConnsPerHost = 1024
+
+// newTransport is the standard library's default transport, keeping enough idle
+// connections for many runs at once.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no limit across hosts; the per-host one holds
+	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	return t
 }
 
 // officialOpenAI reports whether cfg points at OpenAI's or Azure's own service. Their

@@ -8,10 +8,12 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -826,5 +828,64 @@ func TestConcurrentCompletes(t *testing.T) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestConnectionsReusedAcrossManyRuns has 16 calls under way at once, twice: the second
+// round finds the first round's connections idle and opens none. With the standard
+// library's default of two idle connections a host, it would dial 14 again, and every
+// step of many runs against a TLS endpoint would pay a handshake.
+func TestConnectionsReusedAcrossManyRuns(t *testing.T) {
+	const calls = 16
+	model := llmtest.New()
+	model.SetFallback(llmtest.Text("done"))
+	var (
+		mu      sync.Mutex
+		arrived int
+		release chan struct{}
+		dialed  atomic.Int32
+	)
+	// Each round's calls are held until all of them have arrived, so that they need as
+	// many connections at once.
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gate := release
+		if arrived++; arrived == calls {
+			close(release)
+		}
+		mu.Unlock()
+		<-gate
+		model.ServeHTTP(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, _ := newClient(t, model, llm.Config{BaseURL: srv.URL + "/v1"})
+
+	for round := range 2 {
+		mu.Lock()
+		arrived, release = 0, make(chan struct{})
+		mu.Unlock()
+		before := dialed.Load()
+		var wg sync.WaitGroup
+		errs := make([]error, calls)
+		for i := range calls {
+			wg.Go(func() { _, errs[i] = c.Complete(t.Context(), userGoal) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		want := int32(calls)
+		if round > 0 {
+			want = 0
+		}
+		if got := dialed.Load() - before; got != want {
+			t.Errorf("round %d: %d connections opened, want %d", round+1, got, want)
+		}
 	}
 }
