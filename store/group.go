@@ -13,8 +13,8 @@ import (
 // stepping together would spend about a second in syncs at every step. So writes that arrive
 // while another is being committed wait together, and the first of them to be let in (the
 // leader) runs all their functions in one transaction with one sync. A write that finds no
-// commit under way goes alone at once: a lone writer waits for nobody, and a write waits for
-// at most the commit under way before its own.
+// commit under way goes alone at once: a lone writer waits for nobody, and a write waits only
+// for the commits of the writes queued before it, up to maxGroup of them at a time.
 //
 // The functions of a group run one after another in the order they arrived, each seeing
 // what the ones before it wrote, so a group is the same as running them one by one: a
