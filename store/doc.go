@@ -53,7 +53,10 @@
 // run again alone in its caller's goroutine and the others run again without it. So a
 // function given to Update may run more than once, and must set whatever it sets outside
 // the transaction afresh on every call. A group that wrote nothing is rolled back, so a
-// duplicate event claim or a write that found nothing to change costs no sync.
+// duplicate event claim or a write that found nothing to change costs no sync. A function
+// runs in the goroutine of whichever caller leads its group, so it must not end its
+// goroutine (t.FailNow in a test): the store survives that, but the leader's own write is
+// lost with its goroutine.
 //
 // Do not call Update or View from inside the function of another Update or View on the same
 // DB: bbolt can deadlock, as the writer waits on itself.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Group commit.
@@ -31,22 +33,26 @@ const maxGroup = 256
 
 // write is one caller's function waiting for its transaction.
 type write struct {
-	ctx  context.Context
+	// gone is the Done channel of the caller's context: a writer whose caller has given
+	// up by its turn is not run, and the caller returns its context's error.
+	gone <-chan struct{}
 	fn   func(t *tx) error
 	done chan outcome // one at a time: the turn to lead, then the result
 	err  error        // what fn returned in the group's latest try
+	skip bool         // gone by its turn in the group's latest try
 }
 
 // outcome is what a waiting writer is told.
 type outcome struct {
 	lead bool  // take the queue and commit it
 	solo bool  // run fn again alone: it spoiled the group's transaction
-	err  error // the result, when neither of the above
+	gone bool  // not run: the caller's context ended first
+	err  error // the result, when none of the above
 }
 
 // update runs fn in a write transaction, in a group with the writes that queue up meanwhile.
 func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
-	w := &write{ctx: ctx, fn: fn, done: make(chan outcome, 1)}
+	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
 	db.queue = append(db.queue, w)
 	lead := !db.writing
@@ -65,43 +71,73 @@ func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
 	group := db.queue[:n:n]
 	db.queue = db.queue[n:]
 	db.wmu.Unlock()
-
-	db.commit(group)
-
-	db.wmu.Lock()
-	if len(db.queue) > 0 {
-		db.queue[0].done <- outcome{lead: true}
-	} else {
-		db.writing, db.queue = false, nil
-	}
-	db.wmu.Unlock()
+	db.lead(group)
 	return db.settle(ctx, w, <-w.done)
+}
+
+// lead commits group and hands the lead to the first writer queued meanwhile. The hand-off
+// is deferred so that it happens even when a function ends the leader's goroutine, as
+// runtime.Goexit (t.FailNow in a test) does: the writers behind would wait forever.
+func (db *DB) lead(group []*write) {
+	defer func() {
+		db.wmu.Lock()
+		defer db.wmu.Unlock()
+		if len(db.queue) > 0 {
+			db.queue[0].done <- outcome{lead: true}
+		} else {
+			db.writing, db.queue = false, nil
+		}
+	}()
+	db.commit(group)
 }
 
 // settle returns a writer's result, running its function alone first if it has to.
 func (db *DB) settle(ctx context.Context, w *write, o outcome) error {
-	if o.solo {
+	switch {
+	case o.solo:
 		return db.do(ctx, true, w.fn)
+	case o.gone:
+		return ctx.Err()
 	}
 	return o.err
 }
 
 // commit runs the group's functions in one transaction and tells each writer its result.
 func (db *DB) commit(group []*write) {
+	var btx *bolt.Tx
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// A function ended the goroutine (runtime.Goexit) before any writer still in the
+		// group was told anything: release bbolt's write lock, and let each of them run
+		// alone in its own goroutine.
+		if btx != nil {
+			_ = btx.Rollback()
+		}
+		for _, w := range group {
+			w.done <- outcome{solo: true}
+		}
+	}()
 	for len(group) > 0 {
-		btx, err := db.bolt.Begin(true)
-		if err != nil {
+		var err error
+		if btx, err = db.bolt.Begin(true); err != nil {
 			err = db.storeError(err)
 			for _, w := range group {
 				w.done <- outcome{err: err}
 			}
-			return
+			break
 		}
 		wrote, spoiled := false, -1
 		for i, w := range group {
 			// Checked here because the writer may have waited for the commits before.
-			if w.err = w.ctx.Err(); w.err != nil {
+			select {
+			case <-w.gone:
+				w.err, w.skip = nil, true
 				continue
+			default:
+				w.skip = false
 			}
 			t := &tx{btx: btx}
 			var panicked bool
@@ -114,32 +150,31 @@ func (db *DB) commit(group []*write) {
 		}
 		if spoiled >= 0 {
 			_ = btx.Rollback()
+			btx = nil
 			group[spoiled].done <- outcome{solo: true}
 			group = slices.Delete(group, spoiled, spoiled+1)
 			continue
 		}
-		if !wrote {
+		var cerr error
+		if wrote {
+			if cerr = btx.Commit(); cerr != nil {
+				cerr = db.storeError(cerr)
+			} else {
+				db.writeErr.Store(nil)
+			}
+		} else {
 			// Nothing to make durable: a rollback costs no sync.
 			_ = btx.Rollback()
-			for _, w := range group {
-				w.done <- outcome{err: w.err}
-			}
-			return
-		}
-		cerr := btx.Commit()
-		if cerr != nil {
-			cerr = db.storeError(cerr)
-		} else {
-			db.writeErr.Store(nil)
 		}
 		for _, w := range group {
-			if w.err == nil {
+			if w.err == nil && !w.skip {
 				w.err = cerr
 			}
-			w.done <- outcome{err: w.err}
+			w.done <- outcome{err: w.err, gone: w.skip}
 		}
-		return
+		break
 	}
+	returned = true
 }
 
 // call runs fn on t and closes t, turning a panic into a report: the leader must roll the

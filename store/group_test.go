@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,6 +173,61 @@ func TestGroupCommit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestGroupCommitSurvivesGoexit has the function of a leading writer end its goroutine, as
+// t.FailNow does: the store releases bbolt's write lock, the other writer of the group
+// commits alone, and later writes go through.
+func TestGroupCommitSurvivesGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := Open(filepath.Join(t.TempDir(), "loopbot.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		entered, release := make(chan struct{}), make(chan struct{})
+		go db.Update(t.Context(), func(tx bot.Tx) error {
+			close(entered)
+			<-release
+			return nil
+		})
+		<-entered
+		exited := make(chan struct{})
+		go func() {
+			defer close(exited)
+			db.Update(t.Context(), func(tx bot.Tx) error {
+				if err := tx.PutAction(&bot.Action{ID: "gone", Kind: bot.ActionCancel, RunID: "r"}); err != nil {
+					return err
+				}
+				runtime.Goexit()
+				return nil
+			})
+			t.Error("Update returned after its function ended the goroutine")
+		}()
+		synctest.Wait() // queued first, so it leads the next group
+		other := make(chan error)
+		go func() {
+			other <- db.Update(t.Context(), func(tx bot.Tx) error {
+				return tx.PutAction(&bot.Action{ID: "kept", Kind: bot.ActionCancel, RunID: "r"})
+			})
+		}()
+		synctest.Wait()
+		close(release)
+		<-exited
+		if err := <-other; err != nil {
+			t.Fatalf("the other writer of the group: %v", err)
+		}
+		if err := db.Update(t.Context(), func(tx bot.Tx) error {
+			return tx.PutAction(&bot.Action{ID: "later", Kind: bot.ActionCancel, RunID: "r"})
+		}); err != nil {
+			t.Fatalf("a later write: %v", err)
+		}
+		for id, want := range map[string]bool{"gone": false, "kept": true, "later": true} {
+			if got := stored(t, db, id); got != want {
+				t.Errorf("action %s stored = %t, want %t", id, got, want)
+			}
+		}
+	})
 }
 
 // TestWriteFailureIsTheStores gives a write a database bbolt cannot begin a transaction on:
