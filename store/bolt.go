@@ -212,9 +212,6 @@ func (db *DB) Close() error {
 // one disk sync (see group.go), so fn may run more than once: whatever it sets outside the
 // transaction must be set afresh on every call.
 func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	return db.update(ctx, func(t *tx) error { return fn(t) })
 }
 

@@ -45,18 +45,11 @@
 // what is needed, decide, write, and post messages afterwards through the outbox.
 //
 // Writes that arrive while another is being committed are committed together, in one
-// transaction with one disk sync, by the first of their callers (group.go): under a
-// thousand runs checkpointing at once that is a few syncs a step instead of a thousand,
-// and a lone write waits for nobody. The functions of a group run in the order they
-// arrived, each seeing the writes before it, so the group is the same as running them one
-// by one. One that fails after writing, or panics, spoils the group's transaction: it is
-// run again alone in its caller's goroutine and the others run again without it. So a
-// function given to Update may run more than once, and must set whatever it sets outside
-// the transaction afresh on every call. A group that wrote nothing is rolled back, so a
-// duplicate event claim or a write that found nothing to change costs no sync. A function
-// runs in the goroutine of whichever caller leads its group, so it must not end its
-// goroutine (t.FailNow in a test): the store survives that, but the leader's own write is
-// lost with its goroutine.
+// transaction with one disk sync (group commit; group.go says how). For a caller that
+// means: the function given to Update may run more than once, so it must set whatever it
+// sets outside the transaction afresh on every call; it runs in the goroutine of whichever
+// caller leads its group, so it must not end its goroutine (t.FailNow in a test), which
+// loses that leader's write; and a write that changed nothing costs no sync.
 //
 // Do not call Update or View from inside the function of another Update or View on the same
 // DB: bbolt can deadlock, as the writer waits on itself.

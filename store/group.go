@@ -52,6 +52,9 @@ type outcome struct {
 
 // update runs fn in a write transaction, in a group with the writes that queue up meanwhile.
 func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
 	db.queue = append(db.queue, w)
