@@ -12,12 +12,6 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// Handler takes the events the adapter decodes; *bot.Bot satisfies it. Handle must be fast
-// (store writes only): the adapter has already acknowledged the event when it calls it.
-type Handler interface {
-	Handle(ctx context.Context, ev bot.Event) (bot.Result, error)
-}
-
 // Discord's error codes the adapter acts on.
 const (
 	codeThreadExists = 160004 // a thread was already created for this message
@@ -76,7 +70,7 @@ func deferredResponse(in *interaction) *discordgo.InteractionResponse {
 
 // onInteraction handles an INTERACTION_CREATE from the gateway: acknowledge first, then
 // the rest.
-func (a *Adapter) onInteraction(ctx context.Context, h Handler, raw []byte) {
+func (a *Adapter) onInteraction(ctx context.Context, h bot.Handler, raw []byte) {
 	in, err := decodeInteraction(raw)
 	switch {
 	case errors.Is(err, errIgnored):
@@ -106,7 +100,7 @@ func (a *Adapter) onInteraction(ctx context.Context, h Handler, raw []byte) {
 
 // afterAck does an interaction's work once Discord has the deferred response: it opens the
 // run's thread if it needs one, hands the event to the bot, and answers the user.
-func (a *Adapter) afterAck(ctx context.Context, h Handler, in *interaction) {
+func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) {
 	ev := in.ev
 	if ev.Thread.Thread == "" {
 		if ev.Text == "" {
@@ -251,7 +245,7 @@ func (a *Adapter) channel(ctx context.Context, id string) (channelInfo, error) {
 
 // onMessage handles a MESSAGE_CREATE: a DM continues the DM's conversation, a message in
 // a run's thread is a reply, a mention elsewhere starts a run in a new thread.
-func (a *Adapter) onMessage(ctx context.Context, h Handler, raw []byte) {
+func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 	botID := a.currentBotID()
 	m, err := decodeMessage(raw, botID)
 	switch {
@@ -316,7 +310,7 @@ func (a *Adapter) currentBotID() string {
 
 // onGatewayEvent routes a gateway dispatch. It runs on discordgo's read loop, so it only
 // records READY and starts the work of everything else on its own goroutine.
-func (a *Adapter) onGatewayEvent(ctx context.Context, h Handler, e *discordgo.Event) {
+func (a *Adapter) onGatewayEvent(ctx context.Context, h bot.Handler, e *discordgo.Event) {
 	switch e.Type {
 	case "READY":
 		var r struct {
