@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // Discord's error codes the adapter acts on.
@@ -137,17 +138,17 @@ func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) 
 	}
 }
 
-// answer tells the acting user text alone: in the ephemeral deferred response for status
+// answer tells the acting user note alone: in the ephemeral deferred response for status
 // and cancel, as an ephemeral follow-up otherwise.
-func (a *Adapter) answer(ctx context.Context, in *interaction, text string) {
+func (a *Adapter) answer(ctx context.Context, in *interaction, note string) {
 	var err error
 	if in.private {
-		content := clip(escape(text), maxContent)
+		content := text.ClipBytes(escape(note), maxContent)
 		_, err = call(ctx, "answer command", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
 			return a.s.InteractionResponseEdit(in.it, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
 		})
 	} else {
-		err = a.followup(ctx, in.it, text)
+		err = a.followup(ctx, in.it, note)
 	}
 	if err != nil {
 		a.log.Error("discord: answer interaction", "interaction", in.ev.ID, "err", err)
@@ -157,7 +158,7 @@ func (a *Adapter) answer(ctx context.Context, in *interaction, text string) {
 // threadFromResponse turns the deferred response of a start command into the goal's
 // message and opens the run's thread from it.
 func (a *Adapter) threadFromResponse(ctx context.Context, in *interaction) (string, error) {
-	content := clip(fmt.Sprintf("**%s** asked: %s", escape(in.ev.User.Name), escape(in.ev.Text)), maxContent)
+	content := text.ClipBytes(fmt.Sprintf("**%s** asked: %s", escape(in.ev.User.Name), escape(in.ev.Text)), maxContent)
 	msg, err := call(ctx, "show goal", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
 		return a.s.InteractionResponseEdit(in.it, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
 	})
