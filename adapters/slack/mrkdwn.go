@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // escaper turns the three characters Slack gives meaning to into entities. With them
@@ -133,60 +135,26 @@ func emphasis(s string) string {
 	return strings.ReplaceAll(s, boldMark, "*")
 }
 
-// runeLen is the length Slack's limits are stated in: characters.
+// runeLen is the length Slack's limits are stated in: characters, counted here as runes
+// (Slack does not say more). Text is clipped with text.ClipRunes for the same reason.
 func runeLen(s string) int { return utf8.RuneCountInString(s) }
 
-// clip shortens plain text to at most n characters, marking the cut with an ellipsis.
-func clip(s string, n int) string {
-	if runeLen(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return strings.TrimRightFunc(string(r[:n-1]), isSpace) + "…"
-}
-
-func isSpace(r rune) bool { return r == ' ' || r == '\n' || r == '\t' }
-
-// cutPoint returns where to cut the mrkdwn text r so that r[:i] has at most n runes and
-// no entity (&amp;) or link (<url|text>) is broken when that can be avoided: it prefers a
-// paragraph break, then a line break, then a space in the last fifth of the window. It
-// returns at least 1 for a non-empty r.
-func cutPoint(r []rune, n int) int {
-	if len(r) <= n {
-		return len(r)
-	}
-	i := n
-	// Back off out of an entity: escaping leaves no bare '&', so an '&' without its ';'
-	// within the longest entity's length before i starts an open one.
+// atom returns where an entity (&amp;) or a link (<url|text>) open at byte i of the mrkdwn
+// text s begins, or -1: a cut is moved out of one, so that no part shows half of it.
+// Escaping leaves no bare '&' and no bare '<', so an '&' without its ';' within the
+// longest entity's length before i starts an open entity, and a '<' not closed before i
+// an open link.
+func atom(s string, i int) int {
 	for j := i - 1; j >= 0 && j >= i-len("&amp;"); j-- {
-		if r[j] == ';' {
+		if s[j] == ';' {
 			break
 		}
-		if r[j] == '&' {
-			i = j
-			break
+		if s[j] == '&' {
+			return j
 		}
 	}
-	// Back off out of a link: escaping leaves no bare '<' either.
-	if j := openLink(r, i); j > 0 {
-		i = j
-	}
-	floor := i - i/5
-	for _, sep := range []string{"\n\n", "\n", " "} {
-		sr := []rune(sep)
-		for k := i - len(sr); k >= floor; k-- {
-			if string(r[k:k+len(sr)]) == sep && openLink(r, k) < 0 {
-				return k + len(sr)
-			}
-		}
-	}
-	return max(i, 1)
-}
-
-// openLink returns the index of the '<' of a link that is open at position i of r, or -1.
-func openLink(r []rune, i int) int {
 	for j := i - 1; j >= 0; j-- {
-		switch r[j] {
+		switch s[j] {
 		case '>':
 			return -1
 		case '<':
@@ -196,41 +164,14 @@ func openLink(r []rune, i int) int {
 	return -1
 }
 
-// fence is what closes a code block cut in two and opens it again in the next chunk.
-const fence = "```"
+// fence is what opens and closes a code block.
+const fence = text.Fence
 
-// split cuts mrkdwn text into chunks of at most n characters each (n > len(fence)*2+2).
-// A code block cut in two is closed at the end of one chunk and reopened in the next, so
-// each chunk renders on its own.
+// split cuts mrkdwn text into chunks of at most n characters each, without cutting an
+// entity or a link; a code block cut in two is closed and reopened, so each chunk renders
+// on its own.
 func split(s string, n int) []string {
-	var chunks []string
-	r := []rune(s)
-	open := false
-	for len(r) > 0 {
-		budget := n
-		prefix := ""
-		if open {
-			prefix = fence + "\n"
-			budget -= len(prefix)
-		}
-		i := len(r)
-		if i > budget {
-			// Room for a closing fence in case the chunk ends inside a block.
-			i = cutPoint(r, budget-len(fence)-1)
-		}
-		chunk := prefix + string(r[:i])
-		if strings.Count(string(r[:i]), fence)%2 == 1 {
-			open = !open
-		}
-		if open && i < len(r) {
-			chunk = strings.TrimRight(chunk, "\n") + "\n" + fence
-		}
-		if t := strings.TrimSpace(chunk); t != "" && t != fence+"\n"+fence {
-			chunks = append(chunks, strings.TrimRight(chunk, " \n"))
-		}
-		r = r[i:]
-	}
-	return chunks
+	return text.Splitter{Max: n, Unit: text.Runes, Atom: atom}.Split(s)
 }
 
 // clipMrkdwn shortens mrkdwn text to at most n characters without breaking an entity, a
