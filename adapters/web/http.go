@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 //go:embed static
@@ -269,7 +270,7 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 		}
 	}
 	if t == nil {
-		t = a.thread(randomID(8), clip(firstLine(ev.Text), 80))
+		t = a.thread(randomID(8), text.ClipRunes(firstLine(ev.Text), 80))
 		t.mention = ev.ID
 		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
 	}
