@@ -244,7 +244,7 @@ func renderText(m bot.Message) []outgoing {
 	} else if head != "" {
 		b.WriteString(head)
 	}
-	b.WriteString(escape(m.Text))
+	b.WriteString(escape(markdown(m.Text)))
 	if m.Footer != "" {
 		b.WriteString("\n-# " + oneLine(escape(m.Footer)))
 	}
@@ -284,6 +284,68 @@ func orBlank(s string) string {
 		return "\u200b"
 	}
 	return s
+}
+
+// markdown rewrites the model's Markdown in the dialect Discord renders: a heading deeper
+// than Discord's three levels becomes a bold line, a ~~~ fence a ``` one, a code block left
+// open is closed, and list markers and quotes are written in one way. Everything else is
+// written as the model wrote it: Discord renders Markdown itself. It escapes nothing;
+// mentions are escaped after, over the whole message.
+func markdown(md string) string {
+	var lines []string
+	for _, b := range text.ParseBlocks(md) {
+		switch b.Kind {
+		case text.CodeBlock:
+			lines = append(lines, text.Fence+b.Lang)
+			lines = append(lines, b.Lines...)
+			lines = append(lines, text.Fence)
+		case text.Heading:
+			if b.Level <= 3 {
+				lines = append(lines, strings.Repeat("#", b.Level)+" "+inline(b.Lines[0]))
+			} else {
+				lines = append(lines, "**"+inline(b.Lines[0])+"**")
+			}
+		case text.ListItem:
+			lines = append(lines, b.Indent+b.Marker+" "+inline(b.Lines[0]))
+			for _, l := range b.Lines[1:] {
+				lines = append(lines, inline(l))
+			}
+		case text.Quote:
+			for _, l := range b.Lines {
+				lines = append(lines, "> "+inline(l))
+			}
+		default:
+			for _, l := range b.Lines {
+				lines = append(lines, inline(l))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// inline writes one line's spans back in Discord's syntax, which is the model's: only a
+// link's URL is trimmed.
+func inline(line string) string {
+	var b strings.Builder
+	writeSpans(&b, text.ParseInline(line))
+	return b.String()
+}
+
+func writeSpans(b *strings.Builder, spans []text.Span) {
+	for _, sp := range spans {
+		switch sp.Kind {
+		case text.Strong, text.Emphasis, text.Strike:
+			b.WriteString(sp.Delim)
+			writeSpans(b, sp.Children)
+			b.WriteString(sp.Delim)
+		case text.Link:
+			b.WriteString("[")
+			writeSpans(b, sp.Children)
+			b.WriteString("](" + sp.Text + ")")
+		default:
+			b.WriteString(sp.Raw)
+		}
+	}
 }
 
 // zwsp is the zero-width space escape inserts to break a mention apart.

@@ -35,104 +35,104 @@ func plain(s string) string { return neutralize(controlStart.Replace(s)) }
 // goal handed to the bot is what the person typed.
 var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
 
-var (
-	heading  = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
-	bullet   = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	mdLink   = regexp.MustCompile(`\[([^\[\]]+)\]\((https?://[^\s()<>|]+)\)`)
-	mdBold   = regexp.MustCompile(`\*\*([^*\n]+?)\*\*`)
-	mdItalic = regexp.MustCompile(`(^|[^\w*])\*([^*\s][^*\n]*?)\*`)
-	mdStrike = regexp.MustCompile(`~~([^~\n]+?)~~`)
-)
-
-// boldMark stands in for a converted **bold** while single-star italics are converted, so
-// the two are not confused; it cannot occur in input (NULs are stripped first).
-const boldMark = "\x00"
-
 // mrkdwn converts the Markdown a model writes into Slack's mrkdwn and escapes everything
-// else: headings become bold lines, **bold** *bold*, *italic* _italic_, ~~strike~~ ~strike~,
-// [text](https://url) <https://url|text>, list markers bullets. Code spans and fenced code
-// blocks are escaped but otherwise left alone. Only http and https links are made links.
+// else: headings become bold lines, **bold** *bold*, *italic* and _italic_ _italic_,
+// ~~strike~~ ~strike~, [text](https://url) <https://url|text>, list markers bullets.
+// Code spans and fenced code blocks are escaped but otherwise left alone; a block's
+// language goes, since mrkdwn would show it as code. Only http and https links are made
+// links. Every line break is kept.
 func mrkdwn(md string) string {
-	md = strings.ToValidUTF8(strings.ReplaceAll(md, boldMark, ""), "\uFFFD")
-	md = strings.ReplaceAll(md, "\r\n", "\n")
-	var out strings.Builder
-	inFence := false
-	for i, line := range strings.Split(md, "\n") {
-		if i > 0 {
-			out.WriteByte('\n')
-		}
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "```") && (inFence || strings.Count(trimmed, "```") == 1) {
-			// An opening fence loses its language tag, which mrkdwn would show as code.
-			inFence = !inFence
-			out.WriteString("```")
-			continue
-		}
-		if inFence {
-			out.WriteString(escape(line))
-			continue
-		}
-		out.WriteString(mrkdwnLine(line))
-	}
-	if inFence {
-		out.WriteString("\n```")
-	}
-	return out.String()
-}
-
-func mrkdwnLine(line string) string {
-	if m := heading.FindStringSubmatch(line); m != nil {
-		inner := strings.ReplaceAll(m[1], "**", "")
-		if inner == "" {
-			return ""
-		}
-		return "*" + inline(inner) + "*"
-	}
-	if m := bullet.FindStringSubmatch(line); m != nil && !strings.HasPrefix(strings.TrimSpace(line), "**") {
-		return m[1] + "• " + inline(m[2])
-	}
-	return inline(line)
-}
-
-// inline converts one line outside code fences. Backtick spans are kept verbatim (escaped);
-// an unpaired backtick is just a character.
-func inline(s string) string {
-	parts := strings.Split(s, "`")
-	var out strings.Builder
-	for i, p := range parts {
-		inCode := i%2 == 1 && i < len(parts)-1
-		switch {
-		case inCode:
-			out.WriteString("`" + escape(p) + "`")
-		case i%2 == 1:
-			out.WriteString("`" + prose(p))
+	md = strings.ToValidUTF8(md, "\uFFFD")
+	var lines []string
+	for _, b := range text.ParseBlocks(md) {
+		switch b.Kind {
+		case text.CodeBlock:
+			lines = append(lines, fence)
+			for _, l := range b.Lines {
+				lines = append(lines, escape(l))
+			}
+			lines = append(lines, fence)
+		case text.Heading:
+			if inner := inline(b.Lines[0], true); inner != "" {
+				lines = append(lines, "*"+inner+"*")
+			} else {
+				lines = append(lines, "")
+			}
+		case text.ListItem:
+			marker := "•"
+			if b.Ordered() {
+				marker = b.Marker
+			}
+			lines = append(lines, b.Indent+marker+" "+inline(b.Lines[0], false))
+			for _, l := range b.Lines[1:] {
+				lines = append(lines, inline(l, false))
+			}
+		case text.Quote:
+			for _, l := range b.Lines {
+				lines = append(lines, "&gt; "+inline(l, false))
+			}
 		default:
-			out.WriteString(prose(p))
+			for _, l := range b.Lines {
+				lines = append(lines, inline(l, false))
+			}
 		}
 	}
-	return out.String()
+	return strings.Join(lines, "\n")
 }
 
-// prose converts links and emphasis in text that is not code.
-func prose(s string) string {
-	var out strings.Builder
-	last := 0
-	for _, m := range mdLink.FindAllStringSubmatchIndex(s, -1) {
-		out.WriteString(emphasis(s[last:m[0]]))
-		text, url := s[m[2]:m[3]], s[m[4]:m[5]]
-		out.WriteString("<" + strings.ReplaceAll(url, "&", "&amp;") + "|" + emphasis(text) + ">")
-		last = m[1]
+// inline converts one line outside code blocks. In a heading, which is bold as a whole,
+// bold inside it is dropped.
+func inline(line string, bold bool) string {
+	var b strings.Builder
+	writeSpans(&b, text.ParseInline(line), bold)
+	return b.String()
+}
+
+// emphasisMark is mrkdwn's delimiter for each kind of emphasis.
+var emphasisMark = map[text.SpanKind]string{text.Strong: "*", text.Emphasis: "_", text.Strike: "~"}
+
+func writeSpans(b *strings.Builder, spans []text.Span, bold bool) {
+	for _, sp := range spans {
+		switch sp.Kind {
+		case text.Plain:
+			// Written as the model wrote it, backslashes and all: mrkdwn has no escapes.
+			b.WriteString(escape(sp.Raw))
+		case text.Code:
+			b.WriteString("`" + escape(sp.Raw[len(sp.Delim):len(sp.Raw)-len(sp.Delim)]) + "`")
+		case text.Strong, text.Emphasis, text.Strike:
+			mark := emphasisMark[sp.Kind]
+			if bold && sp.Kind == text.Strong {
+				mark = ""
+			}
+			b.WriteString(mark)
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(mark)
+		case text.Link:
+			if !linkURL.MatchString(sp.Text) {
+				// Not a link Slack may show: the text as written.
+				b.WriteString("[")
+				writeSpans(b, sp.Children, bold)
+				b.WriteString(escape(sp.Raw[len("[")+len(raw(sp.Children)):]))
+				continue
+			}
+			b.WriteString("<" + strings.ReplaceAll(sp.Text, "&", "&amp;") + "|")
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(">")
+		}
 	}
-	out.WriteString(emphasis(s[last:]))
-	return out.String()
 }
 
-func emphasis(s string) string {
-	s = escape(s)
-	s = mdBold.ReplaceAllString(s, boldMark+"$1"+boldMark)
-	s = mdItalic.ReplaceAllString(s, "${1}_${2}_")
-	s = mdStrike.ReplaceAllString(s, "~$1~")
-	return strings.ReplaceAll(s, boldMark, "*")
+// linkURL is a URL that may be a link: http or https, and nothing that would end Slack's
+// <url|text> early.
+var linkURL = regexp.MustCompile(`^https?://[^\s()<>|]+$`)
+
+// raw is the source of spans, as written.
+func raw(spans []text.Span) string {
+	var s strings.Builder
+	for _, sp := range spans {
+		s.WriteString(sp.Raw)
+	}
+	return s.String()
 }
 
 // runeLen is the length Slack's limits are stated in: characters, counted here as runes

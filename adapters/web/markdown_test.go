@@ -10,7 +10,7 @@ import (
 
 // allowedTags is every element the renderers may emit, with the attributes each may carry.
 var allowedTags = map[string]map[string]bool{
-	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "code": {}, "pre": {},
+	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "del": {}, "code": {}, "pre": {}, "blockquote": {},
 	"ul": {"class": true}, "ol": {}, "li": {"class": true},
 	"a":       {"href": true, "rel": true, "target": true},
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
