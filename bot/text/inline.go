@@ -194,8 +194,8 @@ func parseLink(s string) (label, href string, n int, ok bool) {
 	if end < 0 || end+1 >= len(s) || s[end+1] != '(' {
 		return "", "", 0, false
 	}
-	close := strings.IndexByte(s[end+2:], ')')
-	if close < 0 || close > maxLinkURL {
+	close := strings.IndexByte(s[end+2:min(len(s), end+2+maxLinkURL+1)], ')')
+	if close < 0 {
 		return "", "", 0, false
 	}
 	href = strings.TrimSpace(s[end+2 : end+2+close])
