@@ -301,22 +301,22 @@ func markdown(md string) string {
 			lines = append(lines, text.Fence)
 		case text.Heading:
 			if b.Level <= 3 {
-				lines = append(lines, strings.Repeat("#", b.Level)+" "+inline(b.Lines[0]))
+				lines = append(lines, strings.Repeat("#", b.Level)+" "+inline(b.Lines[0], false))
 			} else {
-				lines = append(lines, "**"+inline(b.Lines[0])+"**")
+				lines = append(lines, "**"+inline(b.Lines[0], true)+"**")
 			}
 		case text.ListItem:
-			lines = append(lines, b.Indent+b.Marker+" "+inline(b.Lines[0]))
+			lines = append(lines, b.Indent+b.Marker+" "+inline(b.Lines[0], false))
 			for _, l := range b.Lines[1:] {
-				lines = append(lines, inline(l))
+				lines = append(lines, inline(l, false))
 			}
 		case text.Quote:
 			for _, l := range b.Lines {
-				lines = append(lines, "> "+inline(l))
+				lines = append(lines, "> "+inline(l, false))
 			}
 		default:
 			for _, l := range b.Lines {
-				lines = append(lines, inline(l))
+				lines = append(lines, inline(l, false))
 			}
 		}
 	}
@@ -324,23 +324,27 @@ func markdown(md string) string {
 }
 
 // inline writes one line's spans back in Discord's syntax, which is the model's: only a
-// link's URL is trimmed.
-func inline(line string) string {
+// link's URL is trimmed. In a line that is bold as a whole, bold inside it is dropped.
+func inline(line string, bold bool) string {
 	var b strings.Builder
-	writeSpans(&b, text.ParseInline(line))
+	writeSpans(&b, text.ParseInline(line), bold)
 	return b.String()
 }
 
-func writeSpans(b *strings.Builder, spans []text.Span) {
+func writeSpans(b *strings.Builder, spans []text.Span, bold bool) {
 	for _, sp := range spans {
 		switch sp.Kind {
 		case text.Strong, text.Emphasis, text.Strike:
-			b.WriteString(sp.Delim)
-			writeSpans(b, sp.Children)
-			b.WriteString(sp.Delim)
+			delim := sp.Delim
+			if bold && sp.Kind == text.Strong {
+				delim = ""
+			}
+			b.WriteString(delim)
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(delim)
 		case text.Link:
 			b.WriteString("[")
-			writeSpans(b, sp.Children)
+			writeSpans(b, sp.Children, bold)
 			b.WriteString("](" + sp.Text + ")")
 		default:
 			b.WriteString(sp.Raw)

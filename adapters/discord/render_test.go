@@ -193,3 +193,20 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+func TestMarkdown(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"There are **3** _open_ ~~closed~~ issues: `x` [docs](https://e.com)", "There are **3** _open_ ~~closed~~ issues: `x` [docs](https://e.com)"},
+		{"# One\n### Three\n#### Four **b**", "# One\n### Three\n**Four b**"},
+		{"~~~py\nprint(1)\n~~~", "```py\nprint(1)\n```"},
+		{"```go\nopen", "```go\nopen\n```"},
+		{"- a\n  more\n2) b\n> q", "- a\n  more\n2) b\n> q"},
+		{"a\r\n\r\nb\n", "a\n\nb\n"},
+		{"[x]( https://e.com )", "[x](https://e.com)"},
+	}
+	for _, tt := range tests {
+		if got := markdown(tt.in); got != tt.want {
+			t.Errorf("markdown(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

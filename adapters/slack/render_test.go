@@ -268,6 +268,13 @@ func TestMrkdwn(t *testing.T) {
 		{"@here @Channel @everyone", "@\u2060here @\u2060Channel @\u2060everyone"},
 		{"odd ` tick", "odd ` tick"},
 		{"a\r\nb", "a\nb"},
+		{"_em_ and snake_case_name", "_em_ and snake_case_name"},
+		{"~~~\ncode\n~~~", "```\ncode\n```"},
+		{"> quoted\n1. first", "&gt; quoted\n1. first"},
+		{`\*not bold\*`, `\*not bold\*`},
+		{"[**b** <x>](https://x.example)", "<https://x.example|*b* &lt;x&gt;>"},
+		{"[a](https://x.example/<@U1>)", "[a](https://x.example/&lt;@U1&gt;)"},
+		{"#### **All** bold", "*All bold*"},
 	}
 	for _, tc := range tests {
 		if got := mrkdwn(tc.in); got != tc.want {

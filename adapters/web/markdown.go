@@ -35,17 +35,17 @@ func renderMarkdown(src string) string {
 				b.WriteString("<" + kind + ">\n")
 				list = kind
 			}
-			b.WriteString("<li>" + renderLines(bl.Lines) + "</li>\n")
+			b.WriteString("<li>" + renderLines(bl.Lines, false) + "</li>\n")
 			continue
 		}
 		closeList()
 		switch bl.Kind {
 		case text.Paragraph:
-			b.WriteString("<p>" + renderLines(bl.Lines) + "</p>\n")
+			b.WriteString("<p>" + renderLines(bl.Lines, false) + "</p>\n")
 		case text.Heading:
-			b.WriteString("<p><strong>" + renderLines(bl.Lines) + "</strong></p>\n")
+			b.WriteString("<p><strong>" + renderLines(bl.Lines, true) + "</strong></p>\n")
 		case text.Quote:
-			b.WriteString("<blockquote><p>" + renderLines(bl.Lines) + "</p></blockquote>\n")
+			b.WriteString("<blockquote><p>" + renderLines(bl.Lines, false) + "</p></blockquote>\n")
 		case text.CodeBlock:
 			b.WriteString("<pre><code>" + escapeText(strings.Join(bl.Lines, "\n")) + "</code></pre>\n")
 		}
@@ -54,14 +54,15 @@ func renderMarkdown(src string) string {
 	return b.String()
 }
 
-// renderLines renders a block's lines, each trimmed, with line breaks between them.
-func renderLines(lines []string) string {
+// renderLines renders a block's lines, each trimmed, with line breaks between them. In a
+// heading, which is strong as a whole, strong inside it is dropped.
+func renderLines(lines []string, heading bool) string {
 	var b strings.Builder
 	for i, l := range lines {
 		if i > 0 {
 			b.WriteString("<br>")
 		}
-		renderSpans(&b, text.ParseInline(strings.TrimSpace(l)))
+		renderSpans(&b, text.ParseInline(strings.TrimSpace(l)), heading)
 	}
 	return b.String()
 }
@@ -70,7 +71,7 @@ func renderLines(lines []string) string {
 var emphasisTag = map[text.SpanKind]string{text.Strong: "strong", text.Emphasis: "em", text.Strike: "del"}
 
 // renderSpans writes code spans, links, emphasis and the text between them.
-func renderSpans(b *strings.Builder, spans []text.Span) {
+func renderSpans(b *strings.Builder, spans []text.Span, heading bool) {
 	for _, sp := range spans {
 		switch sp.Kind {
 		case text.Plain:
@@ -79,8 +80,12 @@ func renderSpans(b *strings.Builder, spans []text.Span) {
 			b.WriteString("<code>" + escapeText(sp.Text) + "</code>")
 		case text.Strong, text.Emphasis, text.Strike:
 			tag := emphasisTag[sp.Kind]
+			if heading && sp.Kind == text.Strong {
+				renderSpans(b, sp.Children, heading)
+				continue
+			}
 			b.WriteString("<" + tag + ">")
-			renderSpans(b, sp.Children)
+			renderSpans(b, sp.Children, heading)
 			b.WriteString("</" + tag + ">")
 		case text.Link:
 			u, ok := safeURL(sp.Text)
@@ -90,7 +95,7 @@ func renderSpans(b *strings.Builder, spans []text.Span) {
 				continue
 			}
 			b.WriteString(`<a href="` + escapeText(u) + `" rel="noopener nofollow" target="_blank">`)
-			renderSpans(b, sp.Children)
+			renderSpans(b, sp.Children, heading)
 			b.WriteString("</a>")
 		}
 	}

@@ -75,6 +75,11 @@ func TestRenderMarkdown(t *testing.T) {
 		{"escape", `\*not em\*`, "<p>*not em*</p>\n"},
 		{"ampersand", "a & b < c > d \"e\" 'f'", "<p>a &amp; b &lt; c &gt; d &#34;e&#34; &#39;f&#39;</p>\n"},
 		{"empty", "", ""},
+		{"strike", "~~gone~~ but ~one~ stays", "<p><del>gone</del> but ~one~ stays</p>\n"},
+		{"quote", "> said\n> twice\nafter", "<blockquote><p>said<br>twice</p></blockquote>\n<p>after</p>\n"},
+		{"tilde fence", "~~~\n<x>\n~~~", "<pre><code>&lt;x&gt;</code></pre>\n"},
+		{"bold in heading", "## **Sub** *it*", "<p><strong>Sub <em>it</em></strong></p>\n"},
+		{"emphasis in a link label", "[**x**](https://e.com)", `<p><a href="https://e.com" rel="noopener nofollow" target="_blank"><strong>x</strong></a></p>` + "\n"},
 
 		// Hostile input: all of it comes out as text.
 		{"script tag", "<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n"},
