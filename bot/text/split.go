@@ -74,7 +74,13 @@ func (p Splitter) Split(s string) []string {
 		}
 	}
 	pos, reopen := 0, ""
+	var cur *block // the block reopened at pos, if any
 	for pos < len(s) {
+		if cur != nil && pos >= cur.end {
+			// Only blank lines were left of the block: it was closed already.
+			pos, reopen, cur = cur.after, "", nil
+			continue
+		}
 		prefix := ""
 		if reopen != "" {
 			prefix = reopen + "\n"
@@ -92,14 +98,14 @@ func (p Splitter) Split(s string) []string {
 		switch {
 		case b == nil:
 			add(prefix + s[pos:i])
-			reopen = ""
+			reopen, cur = "", nil
 		case i == b.end:
 			// The cut is at the block's own closing line: close it here and skip that line.
 			add(strings.TrimRight(prefix+s[pos:i], " \t\n") + "\n" + Fence)
-			i, reopen = b.after, ""
+			i, reopen, cur = b.after, "", nil
 		default:
 			add(strings.TrimRight(prefix+s[pos:i], " \t\n") + "\n" + Fence)
-			reopen = b.opener
+			reopen, cur = b.opener, b
 		}
 		pos = i
 		for pos < len(s) && s[pos] == '\n' {
@@ -109,7 +115,8 @@ func (p Splitter) Split(s string) []string {
 	return parts
 }
 
-// isEmptyBlock reports a part that would show only an empty code block.
+// isEmptyBlock reports a part that would show only an empty code block: one cut just
+// after an opening fence line too long to move the cut before it.
 func isEmptyBlock(t string) bool {
 	open, rest, ok := strings.Cut(t, "\n")
 	return ok && strings.HasPrefix(open, Fence) && !strings.Contains(open[len(Fence):], Fence) && strings.TrimSpace(rest) == Fence

@@ -25,9 +25,17 @@ func TestSplit(t *testing.T) {
 			"```go\n" + strings.Repeat("x\n", 20) + "```",
 			"```go\n" + strings.Repeat("x\n", 9) + "x\n```",
 		}},
-		{"cut at the closing fence", "```\n" + strings.Repeat("y", 30) + "\n```\n" + strings.Repeat("z", 30), 44, []string{
+		{"cut at the closing fence", "```\n" + strings.Repeat("y", 30) + "\n```\n" + strings.Repeat("z", 30), 41, []string{
 			"```\n" + strings.Repeat("y", 30) + "\n```",
 			strings.Repeat("z", 30),
+		}},
+		{"blank lines at the end of a block", "```\n" + strings.Repeat("y", 30) + "\n\n\n\n```\n" + strings.Repeat("z", 30), 40, []string{
+			"```\n" + strings.Repeat("y", 30) + "\n```",
+			strings.Repeat("z", 30),
+		}},
+		{"long opening line", "```" + strings.Repeat("l", 20) + "\n" + strings.Repeat("c", 60) + "\n```", 40, []string{
+			"```\n" + strings.Repeat("c", 32) + "\n```",
+			"```\n" + strings.Repeat("c", 28) + "\n```",
 		}},
 		{"no empty block before a fence", strings.Repeat("a", 30) + "\n```\n" + strings.Repeat("c", 20) + "\n```", 42, []string{
 			strings.Repeat("a", 30),
