@@ -90,14 +90,23 @@ func (p Splitter) Split(s string) []string {
 			add(prefix + s[pos:])
 			break
 		}
-		// Keep room to close a code block the cut may fall in.
-		room = max(room-len("\n"+Fence), 1)
+		// Keep room to close a code block the cut may fall in, and to break a line of
+		// ```code``` after its fence.
+		room = max(room-len("\n\n"+Fence), 1)
 		i := pos + p.cutPoint(s[pos:], room)
-		i = outOfFenceLine(blocks, pos, i)
+		i = outOfFenceLine(s, blocks, pos, i)
 		b := blockAt(blocks, i)
 		switch {
 		case b == nil:
-			add(prefix + s[pos:i])
+			part := prefix + s[pos:i]
+			if bs := fences(part); len(bs) > 0 && bs[len(bs)-1].end == len(part) {
+				// A line of ```code``` longer than a part, cut: its start would open a
+				// block, so it is made one, its text on a line of its own.
+				open := bs[len(bs)-1].open
+				k := open + strings.Index(part[open:], Fence) + len(Fence)
+				part = part[:k] + "\n" + strings.TrimRight(part[k:], " \t\n") + "\n" + Fence
+			}
+			add(part)
 			reopen, cur = "", nil
 		case i == b.end:
 			// The cut is at the block's own closing line: close it here and skip that line.
@@ -218,10 +227,10 @@ func blockAt(bs []block, i int) *block {
 	return nil
 }
 
-// outOfFenceLine moves a cut that falls inside a fence line, or just after an opening one,
-// to the start of that line, so that no part ends with half a fence or an empty block;
+// outOfFenceLine moves a cut that falls inside a fence line (a line of ```code``` too),
+// or just after an opening one, to the start of that line, so that no part ends with half a fence or an empty block;
 // unless that start is not after pos, where the part would be empty.
-func outOfFenceLine(bs []block, pos, i int) int {
+func outOfFenceLine(s string, bs []block, pos, i int) int {
 	for _, b := range bs {
 		inOpener := b.open < i && i <= b.body
 		inCloser := b.end < i && i < b.after
@@ -231,6 +240,15 @@ func outOfFenceLine(bs []block, pos, i int) int {
 		case inCloser && b.end > pos:
 			return b.end
 		}
+	}
+	// A line of ```code```, which opens no block, is not cut either if it can be helped.
+	start := strings.LastIndexByte(s[:i], '\n') + 1
+	end := strings.IndexByte(s[i:], '\n')
+	if end < 0 {
+		end = len(s) - i
+	}
+	if start > pos && strings.HasPrefix(strings.TrimSpace(s[start:i+end]), Fence) {
+		return start
 	}
 	return i
 }

@@ -20,10 +20,10 @@ func TestSplit(t *testing.T) {
 		{"paragraph boundary", strings.Repeat("a", 30) + "\n\n" + strings.Repeat("b", 30), 60, []string{strings.Repeat("a", 30), strings.Repeat("b", 30)}},
 		{"line boundary", strings.Repeat("a", 30) + "\n" + strings.Repeat("b", 30), 60, []string{strings.Repeat("a", 30), strings.Repeat("b", 30)}},
 		{"space", strings.Repeat("word ", 12), 40, []string{strings.TrimSpace(strings.Repeat("word ", 7)), strings.TrimSpace(strings.Repeat("word ", 5))}},
-		{"inside a line, on runes", strings.Repeat("é", 40), 50, []string{strings.Repeat("é", 23), strings.Repeat("é", 17)}},
+		{"inside a line, on runes", strings.Repeat("é", 40), 50, []string{strings.Repeat("é", 22), strings.Repeat("é", 18)}},
 		{"fence reopened with its language", "```go\n" + strings.Repeat("x\n", 30) + "```", 50, []string{
-			"```go\n" + strings.Repeat("x\n", 20) + "```",
-			"```go\n" + strings.Repeat("x\n", 9) + "x\n```",
+			"```go\n" + strings.Repeat("x\n", 19) + "```",
+			"```go\n" + strings.Repeat("x\n", 11) + "```",
 		}},
 		{"cut at the closing fence", "```\n" + strings.Repeat("y", 30) + "\n```\n" + strings.Repeat("z", 30), 41, []string{
 			"```\n" + strings.Repeat("y", 30) + "\n```",
@@ -34,8 +34,16 @@ func TestSplit(t *testing.T) {
 			strings.Repeat("z", 30),
 		}},
 		{"long opening line", "```" + strings.Repeat("l", 20) + "\n" + strings.Repeat("c", 60) + "\n```", 40, []string{
-			"```\n" + strings.Repeat("c", 32) + "\n```",
-			"```\n" + strings.Repeat("c", 28) + "\n```",
+			"```\n" + strings.Repeat("c", 31) + "\n```",
+			"```\n" + strings.Repeat("c", 29) + "\n```",
+		}},
+		{"one-line code is not cut", strings.Repeat("a", 20) + "\n```" + strings.Repeat("b", 20) + "```", 40, []string{
+			strings.Repeat("a", 20),
+			"```" + strings.Repeat("b", 20) + "```",
+		}},
+		{"one-line code longer than a part", "```" + strings.Repeat("0", 40) + "```", 44, []string{
+			"```\n" + strings.Repeat("0", 36) + "\n```",
+			"0000```",
 		}},
 		{"no empty block before a fence", strings.Repeat("a", 30) + "\n```\n" + strings.Repeat("c", 20) + "\n```", 42, []string{
 			strings.Repeat("a", 30),
