@@ -30,8 +30,9 @@ type Span struct {
 	Children []Span
 }
 
-// maxInlineDepth bounds nested emphasis, so that hostile input cannot make parsing recurse
-// deeply; deeper delimiters are text.
+// Nesting is bounded without a counter: an emphasis ends at the first closer of its kind,
+// so it cannot hold another of its kind, and a link cannot hold a link. Five kinds of
+// emphasis (* ** _ __ ~~) and a link make at most maxInlineDepth levels of recursion.
 const maxInlineDepth = 6
 
 // maxLinkLabel and maxLinkURL bound how far a link is looked for, in bytes, so that text
@@ -46,9 +47,9 @@ const escapable = "\\`*_[]()#+-.!<>~"
 
 // ParseInline splits one line (or a few, joined) of Markdown into spans: code spans,
 // emphasis, strike-through, links, and the text between them. Adjacent text is one span.
-func ParseInline(s string) []Span { return parseInline(s, 0, false) }
+func ParseInline(s string) []Span { return parseInline(s, false) }
 
-func parseInline(s string, depth int, inLink bool) []Span {
+func parseInline(s string, inLink bool) []Span {
 	var out []Span
 	text := 0 // start of the text not yet emitted
 	emit := func(end int) {
@@ -87,15 +88,15 @@ func parseInline(s string, depth int, inLink bool) []Span {
 			}
 			i += n
 			continue
-		case c == '[' && !inLink && depth < maxInlineDepth:
+		case c == '[' && !inLink:
 			if label, href, n, ok := parseLink(s[i:]); ok {
 				emit(i)
-				out = append(out, Span{Kind: Link, Text: href, Raw: s[i : i+n], Children: parseInline(label, depth+1, true)})
+				out = append(out, Span{Kind: Link, Text: href, Raw: s[i : i+n], Children: parseInline(label, true)})
 				i += n
 				text = i
 				continue
 			}
-		case (c == '*' || c == '_' || c == '~') && depth < maxInlineDepth:
+		case c == '*' || c == '_' || c == '~':
 			n := min(runLen(s, i, c), 2)
 			if c == '~' && n != 2 {
 				i += runLen(s, i, c)
@@ -117,7 +118,7 @@ func parseInline(s string, depth int, inLink bool) []Span {
 				case n == 2:
 					kind = Strong
 				}
-				out = append(out, Span{Kind: kind, Raw: s[i:end], Delim: key, Children: parseInline(inner, depth+1, inLink)})
+				out = append(out, Span{Kind: kind, Raw: s[i:end], Delim: key, Children: parseInline(inner, inLink)})
 				i = end
 				text = i
 				continue
@@ -153,7 +154,7 @@ func canOpen(s string, i int, c byte, n int) bool {
 }
 
 // findCloser finds the closer of an emphasis whose content starts at s[start]: n times c,
-// not after a space, not part of a longer run, and for underscores at the end of a word. It
+// not after a space, not part of a longer run (so * never closes on half of a **), and for underscores at the end of a word. It
 // returns the content and the index after the closer.
 func findCloser(s string, start int, c byte, n int) (string, int, bool) {
 	delim := strings.Repeat(string(c), n)
@@ -161,7 +162,7 @@ func findCloser(s string, start int, c byte, n int) (string, int, bool) {
 		if s[j:j+n] != delim || s[j-1] == ' ' {
 			continue
 		}
-		if j+n < len(s) && s[j+n] == c {
+		if s[j-1] == c || j+n < len(s) && s[j+n] == c {
 			continue // part of a longer run
 		}
 		if c == '_' && j+n < len(s) && isWordByte(s[j+n]) {

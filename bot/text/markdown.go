@@ -6,9 +6,9 @@ import (
 
 // The Markdown a model writes is read here once, into blocks and spans, and each adapter
 // walks them to write its platform's syntax. The tokenizer never fails: what it does not
-// recognise is text. It runs in time linear in its input (emphasis nests at most
-// maxInlineDepth deep and a delimiter without a closer is not looked for twice), since
-// the text may come from anyone.
+// recognise is text. It keeps to time linear in its input (emphasis nests at most
+// maxInlineDepth deep, a delimiter without a closer is not looked for twice, a link is
+// looked for within bounded lengths), since the text may come from anyone.
 
 // BlockKind says what a Block is.
 type BlockKind int

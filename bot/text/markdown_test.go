@@ -82,6 +82,7 @@ func TestParseInline(t *testing.T) {
 		{"plain", "plain"},
 		{"**bold** *em* _em_ __bold__ ~~gone~~", "strong(bold) em(em) em(em) strong(bold) strike(gone)"},
 		{"read_file_now and 2 * 3 * 4 and ~single~", "read_file_now and 2 * 3 * 4 and ~single~"},
+		{"file_name_ ends a word", "file_name_ ends a word"},
 		{"`*x*` and `` a`b ``", "code(*x*) and code(a`b)"},
 		{"odd ` tick", "odd ` tick"},
 		{`\*not em\* \q`, `*not em* \q`},
@@ -102,13 +103,19 @@ func TestParseInline(t *testing.T) {
 }
 
 func TestParseInlineDepth(t *testing.T) {
-	s := strings.Repeat("_x", 20) + strings.Repeat("x_", 20)
-	if d := depth(ParseInline(s)); d > maxInlineDepth {
-		t.Errorf("depth %d > %d", d, maxInlineDepth)
+	tests := []struct {
+		in   string
+		want int
+	}{
+		// The deepest nesting there is: a link around all five kinds of emphasis.
+		{"[*a **b _c __d ~~e~~ d__ c_ b** a*](https://e.com)", maxInlineDepth},
+		{strings.Repeat("**a *b ", 40) + strings.Repeat(" b* a**", 40), 2},
+		{strings.Repeat("_x", 20) + strings.Repeat("x_", 20), 1},
 	}
-	s = strings.Repeat("**a", 40) + strings.Repeat("a**", 40)
-	if d := depth(ParseInline(s)); d > maxInlineDepth {
-		t.Errorf("depth %d > %d", d, maxInlineDepth)
+	for _, tt := range tests {
+		if d := depth(ParseInline(tt.in)); d != tt.want {
+			t.Errorf("ParseInline(%.40q...) nests %d deep, want %d", tt.in, d, tt.want)
+		}
 	}
 }
 
