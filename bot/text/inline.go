@@ -70,15 +70,11 @@ func parseInline(s string, inLink bool) []Span {
 			text = i
 			continue
 		case c == '`':
+			// A run of backticks without a closer has no later run of its length either
+			// (that would have closed it), so each length is looked for once at most.
 			n := runLen(s, i, '`')
 			delim := s[i : i+n]
-			end := -1
-			if from, ok := noCloser[delim]; !ok || i+n < from {
-				if end = strings.Index(s[i+n:], delim); end < 0 {
-					noCloser[delim] = i + n
-				}
-			}
-			if end >= 0 {
+			if end := strings.Index(s[i+n:], delim); end >= 0 {
 				emit(i)
 				raw := s[i : i+n+end+n]
 				out = append(out, Span{Kind: Code, Text: strings.TrimSpace(s[i+n : i+n+end]), Raw: raw, Delim: delim})

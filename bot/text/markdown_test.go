@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -83,6 +84,7 @@ func TestParseInline(t *testing.T) {
 		{"**bold** *em* _em_ __bold__ ~~gone~~", "strong(bold) em(em) em(em) strong(bold) strike(gone)"},
 		{"read_file_now and 2 * 3 * 4 and ~single~", "read_file_now and 2 * 3 * 4 and ~single~"},
 		{"file_name_ ends a word", "file_name_ ends a word"},
+		{"[a](" + strings.Repeat("x", maxLinkURL+1) + ")", "[a](" + strings.Repeat("x", maxLinkURL+1) + ")"},
 		{"`*x*` and `` a`b ``", "code(*x*) and code(a`b)"},
 		{"odd ` tick", "odd ` tick"},
 		{`\*not em\* \q`, `*not em* \q`},
@@ -115,6 +117,26 @@ func TestParseInlineDepth(t *testing.T) {
 	for _, tt := range tests {
 		if d := depth(ParseInline(tt.in)); d != tt.want {
 			t.Errorf("ParseInline(%.40q...) nests %d deep, want %d", tt.in, d, tt.want)
+		}
+	}
+}
+
+// TestParseInlineLinear parses texts full of delimiters that never close. Each takes
+// milliseconds; were every opener to look for its closer again, each would take minutes,
+// so the generous bound cannot be missed by a slow machine and cannot be met by a
+// quadratic parser.
+func TestParseInlineLinear(t *testing.T) {
+	for _, unit := range []string{"*a ", "_a ", "**a ", "~~a ", "[a](b "} {
+		s := strings.Repeat(unit, 300_000/len(unit))
+		done := make(chan struct{})
+		go func() {
+			ParseInline(s)
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ParseInline of %d bytes of %q took over 10 s", len(s), unit)
 		}
 	}
 }
