@@ -188,11 +188,7 @@ func quoteLine(line string) (string, bool) {
 	if len(line)-len(t) > 3 || !strings.HasPrefix(t, ">") {
 		return "", false
 	}
-	t = t[1:]
-	if strings.HasPrefix(t, " ") {
-		t = t[1:]
-	}
-	return t, true
+	return strings.TrimPrefix(t[1:], " "), true
 }
 
 // runLen counts the bytes equal to c from s[i].
