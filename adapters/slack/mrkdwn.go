@@ -182,5 +182,8 @@ func clipMrkdwn(s string, n int) string {
 	}
 	const more = "\n…"
 	chunks := split(s, n-len([]rune(more)))
+	if len(chunks) == 0 {
+		return "" // only white space
+	}
 	return chunks[0] + more
 }

@@ -283,6 +283,28 @@ func TestMrkdwn(t *testing.T) {
 	}
 }
 
+func TestClipMrkdwn(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"one two three four", 12, "one\n…"},
+		{"a &amp; b", 7, "a\n…"},
+		{strings.Repeat(" ", 50), 10, ""},
+	}
+	for _, tt := range tests {
+		if got := clipMrkdwn(tt.in, tt.n); got != tt.want {
+			t.Errorf("clipMrkdwn(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+	// A field of white space longer than a field renders.
+	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	tests := []struct {
 		name string
