@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // maxArgsShown bounds the arguments on an approval card: a code field is not split by the
@@ -175,18 +176,6 @@ func failureMessage(st *agent.State) Message {
 	return m
 }
 
-// clip cuts s to at most n bytes on a rune boundary, marking the cut with an ellipsis.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // shortDuration writes d as people do: 30m rather than Go's 30m0s.
 func shortDuration(d time.Duration) string {
 	s := d.Round(time.Second).String()
@@ -198,3 +187,7 @@ func shortDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// clip is text.ClipBytes under the name the rest of the package calls it by: bytes are the
+// unit whatever platform the text goes to (see package text).
+func clip(s string, n int) string { return text.ClipBytes(s, n) }

@@ -19,6 +19,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 var _ bot.Platform = (*Adapter)(nil)
@@ -269,10 +270,10 @@ func (a *Adapter) Notify(ctx context.Context, thread bot.ThreadRef, userID, text
 	return nil
 }
 
-// mention posts text in the thread, addressed to one user.
-func (a *Adapter) mention(ctx context.Context, thread bot.ThreadRef, userID, text string) error {
+// mention posts note in the thread, addressed to one user.
+func (a *Adapter) mention(ctx context.Context, thread bot.ThreadRef, userID, note string) error {
 	out := outgoing{
-		Content:         clip("<@"+userID+"> "+escape(text), maxContent),
+		Content:         text.ClipBytes("<@"+userID+"> "+escape(note), maxContent),
 		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: []string{userID}},
 	}
 	_, err := a.send(ctx, thread.Thread, out)
@@ -294,9 +295,9 @@ func (a *Adapter) send(ctx context.Context, channelID string, o outgoing) (*disc
 }
 
 // followup sends an ephemeral follow-up to an interaction.
-func (a *Adapter) followup(ctx context.Context, it *discordgo.Interaction, text string) error {
+func (a *Adapter) followup(ctx context.Context, it *discordgo.Interaction, note string) error {
 	params := &discordgo.WebhookParams{
-		Content:         clip(escape(text), maxContent),
+		Content:         text.ClipBytes(escape(note), maxContent),
 		Flags:           discordgo.MessageFlagsEphemeral,
 		AllowedMentions: noMentions(),
 	}

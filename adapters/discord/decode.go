@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // platformName is the adapter's name in bot.ThreadRef.Platform.
@@ -230,7 +231,7 @@ func snowflakeTime(id string) time.Time {
 
 // threadName names a run's thread after its goal, within Discord's 100 characters.
 func threadName(goal string) string {
-	name := clip(oneLine(goal), 100)
+	name := text.ClipBytes(oneLine(goal), 100)
 	if name == "" {
 		return "loopbot run"
 	}

@@ -52,7 +52,7 @@ func testConfig(f *FakeDiscord) Config {
 }
 
 // startGateway runs an adapter in gateway mode against f until the test ends.
-func startGateway(t *testing.T, f *FakeDiscord, h Handler) *Adapter {
+func startGateway(t *testing.T, f *FakeDiscord, h bot.Handler) *Adapter {
 	t.Helper()
 	a, err := New(testConfig(f), WithClock(f.Now))
 	if err != nil {

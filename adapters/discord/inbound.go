@@ -10,13 +10,8 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
-
-// Handler takes the events the adapter decodes; *bot.Bot satisfies it. Handle must be fast
-// (store writes only): the adapter has already acknowledged the event when it calls it.
-type Handler interface {
-	Handle(ctx context.Context, ev bot.Event) (bot.Result, error)
-}
 
 // Discord's error codes the adapter acts on.
 const (
@@ -76,7 +71,7 @@ func deferredResponse(in *interaction) *discordgo.InteractionResponse {
 
 // onInteraction handles an INTERACTION_CREATE from the gateway: acknowledge first, then
 // the rest.
-func (a *Adapter) onInteraction(ctx context.Context, h Handler, raw []byte) {
+func (a *Adapter) onInteraction(ctx context.Context, h bot.Handler, raw []byte) {
 	in, err := decodeInteraction(raw)
 	switch {
 	case errors.Is(err, errIgnored):
@@ -106,7 +101,7 @@ func (a *Adapter) onInteraction(ctx context.Context, h Handler, raw []byte) {
 
 // afterAck does an interaction's work once Discord has the deferred response: it opens the
 // run's thread if it needs one, hands the event to the bot, and answers the user.
-func (a *Adapter) afterAck(ctx context.Context, h Handler, in *interaction) {
+func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) {
 	ev := in.ev
 	if ev.Thread.Thread == "" {
 		if ev.Text == "" {
@@ -143,17 +138,17 @@ func (a *Adapter) afterAck(ctx context.Context, h Handler, in *interaction) {
 	}
 }
 
-// answer tells the acting user text alone: in the ephemeral deferred response for status
+// answer tells the acting user note alone: in the ephemeral deferred response for status
 // and cancel, as an ephemeral follow-up otherwise.
-func (a *Adapter) answer(ctx context.Context, in *interaction, text string) {
+func (a *Adapter) answer(ctx context.Context, in *interaction, note string) {
 	var err error
 	if in.private {
-		content := clip(escape(text), maxContent)
+		content := text.ClipBytes(escape(note), maxContent)
 		_, err = call(ctx, "answer command", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
 			return a.s.InteractionResponseEdit(in.it, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
 		})
 	} else {
-		err = a.followup(ctx, in.it, text)
+		err = a.followup(ctx, in.it, note)
 	}
 	if err != nil {
 		a.log.Error("discord: answer interaction", "interaction", in.ev.ID, "err", err)
@@ -163,7 +158,7 @@ func (a *Adapter) answer(ctx context.Context, in *interaction, text string) {
 // threadFromResponse turns the deferred response of a start command into the goal's
 // message and opens the run's thread from it.
 func (a *Adapter) threadFromResponse(ctx context.Context, in *interaction) (string, error) {
-	content := clip(fmt.Sprintf("**%s** asked: %s", escape(in.ev.User.Name), escape(in.ev.Text)), maxContent)
+	content := text.ClipBytes(fmt.Sprintf("**%s** asked: %s", escape(in.ev.User.Name), escape(in.ev.Text)), maxContent)
 	msg, err := call(ctx, "show goal", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
 		return a.s.InteractionResponseEdit(in.it, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
 	})
@@ -251,7 +246,7 @@ func (a *Adapter) channel(ctx context.Context, id string) (channelInfo, error) {
 
 // onMessage handles a MESSAGE_CREATE: a DM continues the DM's conversation, a message in
 // a run's thread is a reply, a mention elsewhere starts a run in a new thread.
-func (a *Adapter) onMessage(ctx context.Context, h Handler, raw []byte) {
+func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 	botID := a.currentBotID()
 	m, err := decodeMessage(raw, botID)
 	switch {
@@ -316,7 +311,7 @@ func (a *Adapter) currentBotID() string {
 
 // onGatewayEvent routes a gateway dispatch. It runs on discordgo's read loop, so it only
 // records READY and starts the work of everything else on its own goroutine.
-func (a *Adapter) onGatewayEvent(ctx context.Context, h Handler, e *discordgo.Event) {
+func (a *Adapter) onGatewayEvent(ctx context.Context, h bot.Handler, e *discordgo.Event) {
 	switch e.Type {
 	case "READY":
 		var r struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // Discord's limits on what one message may hold.
@@ -80,7 +81,7 @@ func renderOne(m bot.Message) outgoing {
 	out := parts[0]
 	if len(parts) > 1 {
 		const more = "\n\n-# (cut: too long for one message)"
-		out.Content = clip(out.Content, maxContent-len(more)) + more
+		out.Content = text.ClipBytes(out.Content, maxContent-len(more)) + more
 		out.Components = parts[len(parts)-1].Components
 	}
 	return out
@@ -88,19 +89,19 @@ func renderOne(m bot.Message) outgoing {
 
 // renderCard renders a status or approval card as one embed and its buttons.
 func renderCard(m bot.Message) outgoing {
-	e := &discordgo.MessageEmbed{Title: clip(oneLine(escape(m.Title)), maxTitle)}
+	e := &discordgo.MessageEmbed{Title: text.ClipBytes(oneLine(escape(m.Title)), maxTitle)}
 	var desc []string
 	if m.Text != "" {
-		text := escape(m.Text)
+		txt := escape(m.Text)
 		if m.Kind == bot.KindStatus {
-			text = "**" + text + "**"
+			txt = "**" + txt + "**"
 		}
-		desc = append(desc, text)
+		desc = append(desc, txt)
 	}
 	if len(m.Plan) > 0 {
 		var plan []string
 		for _, p := range m.Plan {
-			plan = append(plan, planMark(p.Status)+" "+oneLine(escape(p.Text)))
+			plan = append(plan, planMarks[text.PlanMark(p.Status)]+" "+oneLine(escape(p.Text)))
 		}
 		desc = append(desc, strings.Join(plan, "\n"))
 	}
@@ -113,19 +114,19 @@ func renderCard(m bot.Message) outgoing {
 			}
 		}
 	}
-	e.Description = clip(strings.Join(desc, "\n\n"), maxDescription)
+	e.Description = text.ClipBytes(strings.Join(desc, "\n\n"), maxDescription)
 	for i, f := range m.Fields {
 		if i == maxFields {
 			break
 		}
 		e.Fields = append(e.Fields, &discordgo.MessageEmbedField{
-			Name:   orBlank(clip(oneLine(escape(f.Name)), maxFieldName)),
+			Name:   orBlank(text.ClipBytes(oneLine(escape(f.Name)), maxFieldName)),
 			Value:  orBlank(fieldValue(f)),
 			Inline: !f.Code && len(f.Value) <= 40,
 		})
 	}
 	if m.Footer != "" {
-		e.Footer = &discordgo.MessageEmbedFooter{Text: clip(escape(m.Footer), maxFooter)}
+		e.Footer = &discordgo.MessageEmbedFooter{Text: text.ClipBytes(escape(m.Footer), maxFooter)}
 	}
 	switch {
 	case m.Kind == bot.KindStatus:
@@ -146,11 +147,11 @@ func renderCard(m bot.Message) outgoing {
 // fieldValue renders a field's value within the field limit; code goes in a fenced block.
 func fieldValue(f bot.Field) string {
 	if !f.Code {
-		return clip(escape(f.Value), maxFieldValue)
+		return text.ClipBytes(escape(f.Value), maxFieldValue)
 	}
 	const open, close = "```\n", "\n```"
 	v := fenceSafe(f.Value)
-	return open + clip(v, maxFieldValue-len(open)-len(close)) + close
+	return open + text.ClipBytes(v, maxFieldValue-len(open)-len(close)) + close
 }
 
 // fitEmbed trims an embed to Discord's 6000 characters in total: the description gives way
@@ -168,7 +169,7 @@ func fitEmbed(e *discordgo.MessageEmbed) {
 	}
 	if over := size() - maxEmbedTotal; over > 0 {
 		keep := max(utf8.RuneCountInString(e.Description)-over-1, 0)
-		e.Description = clipRunes(e.Description, keep)
+		e.Description = text.ClipRunes(e.Description, keep)
 	}
 	for size() > maxEmbedTotal && len(e.Fields) > 0 {
 		e.Fields = e.Fields[:len(e.Fields)-1]
@@ -192,7 +193,7 @@ func buttons(kind bot.MessageKind, bs []bot.Button) []discordgo.MessageComponent
 			break
 		}
 		row = append(row, discordgo.Button{
-			Label:    orBlank(clip(oneLine(b.Label), maxLabel)),
+			Label:    orBlank(text.ClipBytes(oneLine(b.Label), maxLabel)),
 			Style:    buttonStyle(kind, b.Style),
 			CustomID: b.ID,
 		})
@@ -217,17 +218,12 @@ func buttonStyle(kind bot.MessageKind, s bot.ButtonStyle) discordgo.ButtonStyle 
 	return discordgo.SecondaryButton
 }
 
-// planMark is the checklist mark of a plan line's status.
-func planMark(status string) string {
-	switch status {
-	case "done":
-		return "✅"
-	case "in_progress":
-		return "🔄"
-	case "failed":
-		return "❌"
-	}
-	return "⬜"
+// planMarks draws each plan mark as an emoji.
+var planMarks = map[text.Mark]string{
+	text.MarkPending: "⬜",
+	text.MarkActive:  "🔄",
+	text.MarkDone:    "✅",
+	text.MarkFailed:  "❌",
 }
 
 // renderText renders a text message as content: a bold heading, the text, the footer as
@@ -248,20 +244,20 @@ func renderText(m bot.Message) []outgoing {
 	} else if head != "" {
 		b.WriteString(head)
 	}
-	b.WriteString(escape(m.Text))
+	b.WriteString(escape(markdown(m.Text)))
 	if m.Footer != "" {
 		b.WriteString("\n-# " + oneLine(escape(m.Footer)))
 	}
-	text := strings.TrimSpace(b.String())
-	if text == "" {
-		text = "\u200b"
+	body := strings.TrimSpace(b.String())
+	if body == "" {
+		body = "\u200b"
 	}
-	chunks := splitText(text, maxContent)
+	chunks := text.Split(body, maxContent)
 	var out []outgoing
 	if len(chunks) > maxParts {
 		const note = "\n\n-# The full text is attached as %s."
 		name := string(m.Kind) + ".md"
-		preview := splitText(text, maxContent-len(note)-len(name))[0]
+		preview := text.Split(body, maxContent-len(note)-len(name))[0]
 		out = []outgoing{{
 			Content:         preview + fmt.Sprintf(note, name),
 			AllowedMentions: noMentions(),
@@ -276,113 +272,6 @@ func renderText(m bot.Message) []outgoing {
 	return out
 }
 
-// fenceReserve is room kept in every part for closing a code fence and reopening it in the
-// next part.
-const fenceReserve = 24
-
-// splitText splits s into parts of at most limit bytes (so at most limit characters): at
-// paragraph boundaries where it can, else at line boundaries, else inside a line on a rune
-// boundary. A code block cut between parts is closed and reopened, so each part renders.
-func splitText(s string, limit int) []string {
-	if len(s) <= limit {
-		return []string{s}
-	}
-	budget := limit - fenceReserve
-	var raw []string
-	var cur strings.Builder
-	flush := func() {
-		if t := strings.Trim(cur.String(), "\n"); t != "" {
-			raw = append(raw, t)
-		}
-		cur.Reset()
-	}
-	for _, para := range strings.SplitAfter(s, "\n\n") {
-		if cur.Len()+len(para) <= budget {
-			cur.WriteString(para)
-			continue
-		}
-		flush()
-		for _, line := range strings.SplitAfter(para, "\n") {
-			for len(line) > budget {
-				flush()
-				cut := runeCut(line, budget)
-				raw = append(raw, line[:cut])
-				line = line[cut:]
-			}
-			if cur.Len()+len(line) > budget {
-				flush()
-			}
-			cur.WriteString(line)
-		}
-	}
-	flush()
-	// Balance code fences across the cuts.
-	open := ""
-	for i, p := range raw {
-		if open != "" {
-			// The reopened fence is scanned below and opens the block again.
-			p, open = open+"\n"+p, ""
-		}
-		for _, line := range strings.Split(p, "\n") {
-			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
-				if open == "" {
-					open = clip(t, 16)
-				} else {
-					open = ""
-				}
-			}
-		}
-		if open != "" {
-			p += "\n```"
-		}
-		raw[i] = p
-	}
-	return raw
-}
-
-// runeCut is the largest index <= n that does not split a UTF-8 sequence of s.
-func runeCut(s string, n int) int {
-	if n >= len(s) {
-		return len(s)
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	if n == 0 {
-		_, size := utf8.DecodeRuneInString(s)
-		return size
-	}
-	return n
-}
-
-// clip cuts s to at most n bytes on a rune boundary, marking a cut with an ellipsis.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	if n < len(ell) {
-		return ""
-	}
-	return s[:runeCut(s, n-len(ell))] + ell
-}
-
-// clipRunes cuts s to at most n characters, the last of them an ellipsis if it was cut.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	if n == 0 {
-		return ""
-	}
-	i := 0
-	for range n - 1 {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	return s[:i] + "…"
-}
-
 // oneLine folds line breaks, for titles, labels and checklist items.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
@@ -395,6 +284,72 @@ func orBlank(s string) string {
 		return "\u200b"
 	}
 	return s
+}
+
+// markdown rewrites the model's Markdown in the dialect Discord renders: a heading deeper
+// than Discord's three levels becomes a bold line, a ~~~ fence a ``` one, a code block left
+// open is closed, and list markers and quotes are written in one way. Everything else is
+// written as the model wrote it: Discord renders Markdown itself. It escapes nothing;
+// mentions are escaped after, over the whole message.
+func markdown(md string) string {
+	var lines []string
+	for _, b := range text.ParseBlocks(md) {
+		switch b.Kind {
+		case text.CodeBlock:
+			lines = append(lines, text.Fence+b.Lang)
+			lines = append(lines, b.Lines...)
+			lines = append(lines, text.Fence)
+		case text.Heading:
+			if b.Level <= 3 {
+				lines = append(lines, strings.Repeat("#", b.Level)+" "+inline(b.Lines[0], false))
+			} else {
+				lines = append(lines, "**"+inline(b.Lines[0], true)+"**")
+			}
+		case text.ListItem:
+			lines = append(lines, b.Indent+b.Marker+" "+inline(b.Lines[0], false))
+			for _, l := range b.Lines[1:] {
+				lines = append(lines, inline(l, false))
+			}
+		case text.Quote:
+			for _, l := range b.Lines {
+				lines = append(lines, "> "+inline(l, false))
+			}
+		default:
+			for _, l := range b.Lines {
+				lines = append(lines, inline(l, false))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// inline writes one line's spans back in Discord's syntax, which is the model's: only a
+// link's URL is trimmed. In a line that is bold as a whole, bold inside it is dropped.
+func inline(line string, bold bool) string {
+	var b strings.Builder
+	writeSpans(&b, text.ParseInline(line), bold)
+	return b.String()
+}
+
+func writeSpans(b *strings.Builder, spans []text.Span, bold bool) {
+	for _, sp := range spans {
+		switch sp.Kind {
+		case text.Strong, text.Emphasis, text.Strike:
+			delim := sp.Delim
+			if bold && sp.Kind == text.Strong {
+				delim = ""
+			}
+			b.WriteString(delim)
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(delim)
+		case text.Link:
+			b.WriteString("[")
+			writeSpans(b, sp.Children, bold)
+			b.WriteString("](" + sp.Text + ")")
+		default:
+			b.WriteString(sp.Raw)
+		}
+	}
 }
 
 // zwsp is the zero-width space escape inserts to break a mention apart.

@@ -179,55 +179,6 @@ func TestRenderLimits(t *testing.T) {
 	}
 }
 
-func TestSplitText(t *testing.T) {
-	tests := []struct {
-		name  string
-		text  string
-		limit int
-		want  []string
-	}{
-		{"fits", "short", 100, []string{"short"}},
-		{"paragraphs", "aaaa\n\nbbbb\n\ncccc", 40, []string{"aaaa\n\nbbbb\n\ncccc"}},
-		{"paragraph boundary", strings.Repeat("a", 30) + "\n\n" + strings.Repeat("b", 30), 60, []string{strings.Repeat("a", 30), strings.Repeat("b", 30)}},
-		{"paragraph before line", "aaaa\nbbbb\n\ncccc\n" + strings.Repeat("d", 50), 60, []string{"aaaa\nbbbb", "cccc", strings.Repeat("d", 36), strings.Repeat("d", 14)}},
-		{"line boundary", strings.Repeat("a", 30) + "\n" + strings.Repeat("b", 30), 60, []string{strings.Repeat("a", 30), strings.Repeat("b", 30)}},
-		{"inside a line, on runes", strings.Repeat("é", 40), 50, []string{strings.Repeat("é", 13), strings.Repeat("é", 13), strings.Repeat("é", 13), "é"}},
-		{"fence reopened", "```go\n" + strings.Repeat("x\n", 30) + "```", 50, nil},
-	}
-	for _, tt := range tests {
-		got := splitText(tt.text, tt.limit)
-		for _, p := range got {
-			if len(p) > tt.limit {
-				t.Errorf("%s: part of %d bytes", tt.name, len(p))
-			}
-			if !utf8.ValidString(p) {
-				t.Errorf("%s: part splits a rune", tt.name)
-			}
-			if strings.Count(p, "```")%2 != 0 {
-				t.Errorf("%s: unbalanced fence in %q", tt.name, p)
-			}
-		}
-		if tt.want != nil && !equal(got, tt.want) {
-			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
-		}
-		if tt.want == nil && (len(got) < 2 || !strings.HasPrefix(got[1], "```go\n")) {
-			t.Errorf("%s: %q, want the fence reopened in the next part", tt.name, got)
-		}
-	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func FuzzRender(f *testing.F) {
 	f.Add("title", "text with <@1> and @everyone\n\n```\ncode", "footer", 3000)
 	f.Add("", "", "", 0)
@@ -241,4 +192,21 @@ func FuzzRender(f *testing.F) {
 			checkLimits(t, render(m))
 		}
 	})
+}
+
+func TestMarkdown(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"There are **3** _open_ ~~closed~~ issues: `x` [docs](https://e.com)", "There are **3** _open_ ~~closed~~ issues: `x` [docs](https://e.com)"},
+		{"# One\n### Three\n#### Four **b**", "# One\n### Three\n**Four b**"},
+		{"~~~py\nprint(1)\n~~~", "```py\nprint(1)\n```"},
+		{"```go\nopen", "```go\nopen\n```"},
+		{"- a\n  more\n2) b\n> q", "- a\n  more\n2) b\n> q"},
+		{"a\r\n\r\nb\n", "a\n\nb\n"},
+		{"[x]( https://e.com )", "[x](https://e.com)"},
+	}
+	for _, tt := range tests {
+		if got := markdown(tt.in); got != tt.want {
+			t.Errorf("markdown(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
 }

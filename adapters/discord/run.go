@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/loopbot/loopbot/bot"
 )
 
 // maxTimestampSkew is how far an HTTP interaction's timestamp may be from the clock; older
@@ -27,7 +29,7 @@ const maxInteractionBody = 1 << 20
 // discordgo reconnects and resumes after a drop), or in HTTP mode serves the interactions
 // endpoint on ListenAddr, handing events to h until ctx ends. It then finishes the work on
 // events already acknowledged and returns. An Adapter runs once.
-func (a *Adapter) Run(ctx context.Context, h Handler) error {
+func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	a.mu.Lock()
 	if a.running {
 		a.mu.Unlock()
@@ -45,7 +47,7 @@ func (a *Adapter) Run(ctx context.Context, h Handler) error {
 	return a.runGateway(ctx, h)
 }
 
-func (a *Adapter) runGateway(ctx context.Context, h Handler) error {
+func (a *Adapter) runGateway(ctx context.Context, h bot.Handler) error {
 	remove := a.s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onGatewayEvent(ctx, h, e) })
 	defer remove()
 	// Open takes no context; it is bounded by the HTTP client's and the dialer's timeouts.
@@ -59,7 +61,7 @@ func (a *Adapter) runGateway(ctx context.Context, h Handler) error {
 	return nil
 }
 
-func (a *Adapter) serveHTTP(ctx context.Context, h Handler) error {
+func (a *Adapter) serveHTTP(ctx context.Context, h bot.Handler) error {
 	ln, err := net.Listen("tcp", a.cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("run discord: %w", err)
@@ -89,7 +91,7 @@ func (a *Adapter) serveHTTP(ctx context.Context, h Handler) error {
 // interaction's work runs after the response, with ctx's values but not its end. Run serves
 // it in HTTP mode; a caller that mounts it on its own server instead does not call Run, and
 // calls Close when it stops serving.
-func (a *Adapter) InteractionsHandler(ctx context.Context, h Handler) http.Handler {
+func (a *Adapter) InteractionsHandler(ctx context.Context, h bot.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

@@ -13,12 +13,6 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// Handler is what the adapter hands decoded events to; *bot.Bot satisfies it. Handle must
-// be fast (the adapter has already acknowledged Slack and more events wait behind it).
-type Handler interface {
-	Handle(ctx context.Context, ev bot.Event) (bot.Result, error)
-}
-
 // Adapter connects loopbot to one Slack workspace: it receives events (Run) and posts,
 // edits and whispers messages for the bot (the bot.Platform methods). The Platform
 // methods are safe for concurrent use and work without Run.

@@ -34,8 +34,8 @@
 //
 // # Rendering
 //
-// Messages are Block Kit with a plain-text fallback. The model's Markdown is converted to
-// mrkdwn and escaped (&, <, >), so it cannot mention anyone or break out of its formatting,
+// Messages are Block Kit with a plain-text fallback. The model's Markdown, read by package
+// bot/text's tokenizer, is converted to mrkdwn and escaped (&, <, >), so it cannot mention anyone or break out of its formatting,
 // and @channel, @here and @everyone are kept inert. Every Slack limit is respected: long
 // text is cut into 3,000-character sections, at most 13 per message; a longer answer is
 // posted as several messages in the thread. Status and approval cards are one message,

@@ -100,7 +100,7 @@ type handled struct {
 // observer passes deliveries to the bot and reports each result, so a test knows when a
 // delivery (a duplicate, say, which changes nothing visible) has been dealt with.
 type observer struct {
-	h   Handler
+	h   bot.Handler
 	out chan handled
 }
 

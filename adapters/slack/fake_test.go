@@ -107,7 +107,7 @@ func (f *fakeSlack) nextAck() ack {
 
 // adapter starts a Socket Mode adapter against the fake; Run ends with the test. opts
 // apply after the test's logger, so they may replace it.
-func (f *fakeSlack) adapter(h Handler, cfg Config, opts ...Option) *Adapter {
+func (f *fakeSlack) adapter(h bot.Handler, cfg Config, opts ...Option) *Adapter {
 	f.t.Helper()
 	cfg.BotToken, cfg.AppToken, cfg.APIURL = "xoxb-test", "xapp-1-test", f.apiURL()
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(testWriter{f.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))}, opts...)

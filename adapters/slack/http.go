@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/loopbot/loopbot/bot"
 )
 
 // Paths of the HTTP mode endpoints, to enter in the app's settings (Event Subscriptions,
@@ -28,7 +30,7 @@ const maxBody = 1 << 20
 // Serve is Run in HTTP mode on a listener the caller opened: it serves the events,
 // interactivity and slash command endpoints until ctx ends, then stops taking requests,
 // handles what it has acknowledged and returns nil.
-func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h Handler) error {
+func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h bot.Handler) error {
 	if a.cfg.SigningSecret == "" {
 		ln.Close()
 		return errors.New("slack http mode: SigningSecret is not set")

@@ -34,7 +34,7 @@ func sign(body string, at time.Time, key string) http.Header {
 
 // serveHTTP starts an HTTP mode adapter against the fake Web API and returns its base URL.
 // opts apply after the test's logger.
-func serveHTTP(t *testing.T, f *fakeSlack, h Handler, opts ...Option) string {
+func serveHTTP(t *testing.T, f *fakeSlack, h bot.Handler, opts ...Option) string {
 	t.Helper()
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil)))}, opts...)
 	a, err := New(Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.apiURL()}, opts...)

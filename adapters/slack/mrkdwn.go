@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // escaper turns the three characters Slack gives meaning to into entities. With them
@@ -33,160 +35,126 @@ func plain(s string) string { return neutralize(controlStart.Replace(s)) }
 // goal handed to the bot is what the person typed.
 var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
 
-var (
-	heading  = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
-	bullet   = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	mdLink   = regexp.MustCompile(`\[([^\[\]]+)\]\((https?://[^\s()<>|]+)\)`)
-	mdBold   = regexp.MustCompile(`\*\*([^*\n]+?)\*\*`)
-	mdItalic = regexp.MustCompile(`(^|[^\w*])\*([^*\s][^*\n]*?)\*`)
-	mdStrike = regexp.MustCompile(`~~([^~\n]+?)~~`)
-)
-
-// boldMark stands in for a converted **bold** while single-star italics are converted, so
-// the two are not confused; it cannot occur in input (NULs are stripped first).
-const boldMark = "\x00"
-
 // mrkdwn converts the Markdown a model writes into Slack's mrkdwn and escapes everything
-// else: headings become bold lines, **bold** *bold*, *italic* _italic_, ~~strike~~ ~strike~,
-// [text](https://url) <https://url|text>, list markers bullets. Code spans and fenced code
-// blocks are escaped but otherwise left alone. Only http and https links are made links.
+// else: headings become bold lines, **bold** *bold*, *italic* and _italic_ _italic_,
+// ~~strike~~ ~strike~, [text](https://url) <https://url|text>, list markers bullets.
+// Code spans and fenced code blocks are escaped but otherwise left alone; a block's
+// language goes, since mrkdwn would show it as code. Only http and https links are made
+// links. Every line break is kept.
 func mrkdwn(md string) string {
-	md = strings.ToValidUTF8(strings.ReplaceAll(md, boldMark, ""), "\uFFFD")
-	md = strings.ReplaceAll(md, "\r\n", "\n")
-	var out strings.Builder
-	inFence := false
-	for i, line := range strings.Split(md, "\n") {
-		if i > 0 {
-			out.WriteByte('\n')
-		}
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "```") && (inFence || strings.Count(trimmed, "```") == 1) {
-			// An opening fence loses its language tag, which mrkdwn would show as code.
-			inFence = !inFence
-			out.WriteString("```")
-			continue
-		}
-		if inFence {
-			out.WriteString(escape(line))
-			continue
-		}
-		out.WriteString(mrkdwnLine(line))
-	}
-	if inFence {
-		out.WriteString("\n```")
-	}
-	return out.String()
-}
-
-func mrkdwnLine(line string) string {
-	if m := heading.FindStringSubmatch(line); m != nil {
-		inner := strings.ReplaceAll(m[1], "**", "")
-		if inner == "" {
-			return ""
-		}
-		return "*" + inline(inner) + "*"
-	}
-	if m := bullet.FindStringSubmatch(line); m != nil && !strings.HasPrefix(strings.TrimSpace(line), "**") {
-		return m[1] + "• " + inline(m[2])
-	}
-	return inline(line)
-}
-
-// inline converts one line outside code fences. Backtick spans are kept verbatim (escaped);
-// an unpaired backtick is just a character.
-func inline(s string) string {
-	parts := strings.Split(s, "`")
-	var out strings.Builder
-	for i, p := range parts {
-		inCode := i%2 == 1 && i < len(parts)-1
-		switch {
-		case inCode:
-			out.WriteString("`" + escape(p) + "`")
-		case i%2 == 1:
-			out.WriteString("`" + prose(p))
+	md = strings.ToValidUTF8(md, "\uFFFD")
+	var lines []string
+	for _, b := range text.ParseBlocks(md) {
+		switch b.Kind {
+		case text.CodeBlock:
+			lines = append(lines, fence)
+			for _, l := range b.Lines {
+				lines = append(lines, escape(l))
+			}
+			lines = append(lines, fence)
+		case text.Heading:
+			if inner := inline(b.Lines[0], true); inner != "" {
+				lines = append(lines, "*"+inner+"*")
+			} else {
+				lines = append(lines, "")
+			}
+		case text.ListItem:
+			marker := "•"
+			if b.Ordered() {
+				marker = b.Marker
+			}
+			lines = append(lines, b.Indent+marker+" "+inline(b.Lines[0], false))
+			for _, l := range b.Lines[1:] {
+				lines = append(lines, inline(l, false))
+			}
+		case text.Quote:
+			for _, l := range b.Lines {
+				lines = append(lines, "&gt; "+inline(l, false))
+			}
 		default:
-			out.WriteString(prose(p))
-		}
-	}
-	return out.String()
-}
-
-// prose converts links and emphasis in text that is not code.
-func prose(s string) string {
-	var out strings.Builder
-	last := 0
-	for _, m := range mdLink.FindAllStringSubmatchIndex(s, -1) {
-		out.WriteString(emphasis(s[last:m[0]]))
-		text, url := s[m[2]:m[3]], s[m[4]:m[5]]
-		out.WriteString("<" + strings.ReplaceAll(url, "&", "&amp;") + "|" + emphasis(text) + ">")
-		last = m[1]
-	}
-	out.WriteString(emphasis(s[last:]))
-	return out.String()
-}
-
-func emphasis(s string) string {
-	s = escape(s)
-	s = mdBold.ReplaceAllString(s, boldMark+"$1"+boldMark)
-	s = mdItalic.ReplaceAllString(s, "${1}_${2}_")
-	s = mdStrike.ReplaceAllString(s, "~$1~")
-	return strings.ReplaceAll(s, boldMark, "*")
-}
-
-// runeLen is the length Slack's limits are stated in: characters.
-func runeLen(s string) int { return utf8.RuneCountInString(s) }
-
-// clip shortens plain text to at most n characters, marking the cut with an ellipsis.
-func clip(s string, n int) string {
-	if runeLen(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return strings.TrimRightFunc(string(r[:n-1]), isSpace) + "…"
-}
-
-func isSpace(r rune) bool { return r == ' ' || r == '\n' || r == '\t' }
-
-// cutPoint returns where to cut the mrkdwn text r so that r[:i] has at most n runes and
-// no entity (&amp;) or link (<url|text>) is broken when that can be avoided: it prefers a
-// paragraph break, then a line break, then a space in the last fifth of the window. It
-// returns at least 1 for a non-empty r.
-func cutPoint(r []rune, n int) int {
-	if len(r) <= n {
-		return len(r)
-	}
-	i := n
-	// Back off out of an entity: escaping leaves no bare '&', so an '&' without its ';'
-	// within the longest entity's length before i starts an open one.
-	for j := i - 1; j >= 0 && j >= i-len("&amp;"); j-- {
-		if r[j] == ';' {
-			break
-		}
-		if r[j] == '&' {
-			i = j
-			break
-		}
-	}
-	// Back off out of a link: escaping leaves no bare '<' either.
-	if j := openLink(r, i); j > 0 {
-		i = j
-	}
-	floor := i - i/5
-	for _, sep := range []string{"\n\n", "\n", " "} {
-		sr := []rune(sep)
-		for k := i - len(sr); k >= floor; k-- {
-			if string(r[k:k+len(sr)]) == sep && openLink(r, k) < 0 {
-				return k + len(sr)
+			for _, l := range b.Lines {
+				lines = append(lines, inline(l, false))
 			}
 		}
 	}
-	return max(i, 1)
+	return strings.Join(lines, "\n")
 }
 
-// openLink returns the index of the '<' of a link that is open at position i of r, or -1.
-func openLink(r []rune, i int) int {
+// inline converts one line outside code blocks. In a heading, which is bold as a whole,
+// bold inside it is dropped.
+func inline(line string, bold bool) string {
+	var b strings.Builder
+	writeSpans(&b, text.ParseInline(line), bold)
+	return b.String()
+}
+
+// emphasisMark is mrkdwn's delimiter for each kind of emphasis.
+var emphasisMark = map[text.SpanKind]string{text.Strong: "*", text.Emphasis: "_", text.Strike: "~"}
+
+func writeSpans(b *strings.Builder, spans []text.Span, bold bool) {
+	for _, sp := range spans {
+		switch sp.Kind {
+		case text.Plain:
+			// Written as the model wrote it, backslashes and all: mrkdwn has no escapes.
+			b.WriteString(escape(sp.Raw))
+		case text.Code:
+			b.WriteString("`" + escape(sp.Raw[len(sp.Delim):len(sp.Raw)-len(sp.Delim)]) + "`")
+		case text.Strong, text.Emphasis, text.Strike:
+			mark := emphasisMark[sp.Kind]
+			if bold && sp.Kind == text.Strong {
+				mark = ""
+			}
+			b.WriteString(mark)
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(mark)
+		case text.Link:
+			if !linkURL.MatchString(sp.Text) {
+				// Not a link Slack may show: the text as written.
+				b.WriteString("[")
+				writeSpans(b, sp.Children, bold)
+				b.WriteString(escape(sp.Raw[len("[")+len(raw(sp.Children)):]))
+				continue
+			}
+			b.WriteString("<" + strings.ReplaceAll(sp.Text, "&", "&amp;") + "|")
+			writeSpans(b, sp.Children, bold)
+			b.WriteString(">")
+		}
+	}
+}
+
+// linkURL is a URL that may be a link: http or https, and nothing that would end Slack's
+// <url|text> early.
+var linkURL = regexp.MustCompile(`^https?://[^\s()<>|]+$`)
+
+// raw is the source of spans, as written.
+func raw(spans []text.Span) string {
+	var s strings.Builder
+	for _, sp := range spans {
+		s.WriteString(sp.Raw)
+	}
+	return s.String()
+}
+
+// runeLen is the length Slack's limits are stated in: characters, counted here as runes
+// (Slack does not say more). Text is clipped with text.ClipRunes for the same reason.
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// atom returns where an entity (&amp;) or a link (<url|text>) open at byte i of the mrkdwn
+// text s begins, or -1: a cut is moved out of one, so that no part shows half of it.
+// Escaping leaves no bare '&' and no bare '<', so an '&' without its ';' within the
+// longest entity's length before i starts an open entity, and a '<' not closed before i
+// an open link.
+func atom(s string, i int) int {
+	for j := i - 1; j >= 0 && j >= i-len("&amp;"); j-- {
+		if s[j] == ';' {
+			break
+		}
+		if s[j] == '&' {
+			return j
+		}
+	}
 	for j := i - 1; j >= 0; j-- {
-		switch r[j] {
+		switch s[j] {
 		case '>':
 			return -1
 		case '<':
@@ -196,41 +164,14 @@ func openLink(r []rune, i int) int {
 	return -1
 }
 
-// fence is what closes a code block cut in two and opens it again in the next chunk.
-const fence = "```"
+// fence is what opens and closes a code block.
+const fence = text.Fence
 
-// split cuts mrkdwn text into chunks of at most n characters each (n > len(fence)*2+2).
-// A code block cut in two is closed at the end of one chunk and reopened in the next, so
-// each chunk renders on its own.
+// split cuts mrkdwn text into chunks of at most n characters each, without cutting an
+// entity or a link; a code block cut in two is closed and reopened, so each chunk renders
+// on its own.
 func split(s string, n int) []string {
-	var chunks []string
-	r := []rune(s)
-	open := false
-	for len(r) > 0 {
-		budget := n
-		prefix := ""
-		if open {
-			prefix = fence + "\n"
-			budget -= len(prefix)
-		}
-		i := len(r)
-		if i > budget {
-			// Room for a closing fence in case the chunk ends inside a block.
-			i = cutPoint(r, budget-len(fence)-1)
-		}
-		chunk := prefix + string(r[:i])
-		if strings.Count(string(r[:i]), fence)%2 == 1 {
-			open = !open
-		}
-		if open && i < len(r) {
-			chunk = strings.TrimRight(chunk, "\n") + "\n" + fence
-		}
-		if t := strings.TrimSpace(chunk); t != "" && t != fence+"\n"+fence {
-			chunks = append(chunks, strings.TrimRight(chunk, " \n"))
-		}
-		r = r[i:]
-	}
-	return chunks
+	return text.Splitter{Max: n, Unit: text.Runes, Atom: atom}.Split(s)
 }
 
 // clipMrkdwn shortens mrkdwn text to at most n characters without breaking an entity, a
@@ -241,5 +182,8 @@ func clipMrkdwn(s string, n int) string {
 	}
 	const more = "\n…"
 	chunks := split(s, n-len([]rune(more)))
+	if len(chunks) == 0 {
+		return "" // only white space
+	}
 	return chunks[0] + more
 }

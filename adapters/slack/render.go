@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // Slack's limits, from the Block Kit and chat.postMessage references. Lengths are in
@@ -63,12 +64,12 @@ var kindEmoji = map[bot.MessageKind]string{
 	bot.KindNotice:   ":information_source:",
 }
 
-// planEmoji shows a plan line's status.
-var planEmoji = map[string]string{
-	"pending":     ":white_large_square:",
-	"in_progress": ":hourglass_flowing_sand:",
-	"done":        ":white_check_mark:",
-	"failed":      ":x:",
+// planEmoji draws each plan mark.
+var planEmoji = map[text.Mark]string{
+	text.MarkPending: ":white_large_square:",
+	text.MarkActive:  ":hourglass_flowing_sand:",
+	text.MarkDone:    ":white_check_mark:",
+	text.MarkFailed:  ":x:",
 }
 
 // errBadButton is returned for a button the bot built wrongly: retrying cannot fix it.
@@ -89,7 +90,7 @@ func render(m bot.Message, single bool) ([]payload, error) {
 	var header slack.Block
 	title := strings.TrimSpace(m.Title)
 	if title != "" {
-		header = slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, clip(plain(emojiFor(m.Kind)+" "+title), maxHeaderText), true, false))
+		header = slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, text.ClipRunes(plain(emojiFor(m.Kind)+" "+title), maxHeaderText), true, false))
 	}
 	body := mrkdwn(strings.TrimSpace(m.Text))
 	if title == "" && body != "" {
@@ -115,21 +116,21 @@ func render(m bot.Message, single bool) ([]payload, error) {
 	var out []payload
 	for first := true; first || len(chunks) > 0; first = false {
 		var blocks []slack.Block
-		var text []string
+		var fallbackText []string
 		if first && header != nil {
 			blocks = append(blocks, header)
-			text = append(text, escape(clip(title, maxHeaderText)))
+			fallbackText = append(fallbackText, escape(text.ClipRunes(title, maxHeaderText)))
 		}
 		n := min(len(chunks), textSections)
 		for _, c := range chunks[:n] {
 			blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, c, false, false), nil, nil))
-			text = append(text, c)
+			fallbackText = append(fallbackText, c)
 		}
 		chunks = chunks[n:]
 		if len(chunks) == 0 {
 			blocks = append(blocks, tail...)
 		}
-		out = append(out, payload{Text: fallback(text, m), Blocks: blocks})
+		out = append(out, payload{Text: fallback(fallbackText, m), Blocks: blocks})
 	}
 	return out, nil
 }
@@ -163,11 +164,7 @@ func renderPlan(plan []bot.PlanLine) slack.Block {
 	var b strings.Builder
 	b.WriteString("*Plan*")
 	for i, p := range plan {
-		e, ok := planEmoji[p.Status]
-		if !ok {
-			e = ":grey_question:"
-		}
-		line := "\n" + e + " " + clipMrkdwn(escape(clip(strings.Join(strings.Fields(p.Text), " "), maxPlanLine)), maxPlanLine*5)
+		line := "\n" + planEmoji[text.PlanMark(p.Status)] + " " + clipMrkdwn(escape(text.ClipRunes(strings.Join(strings.Fields(p.Text), " "), maxPlanLine)), maxPlanLine*5)
 		more := fmt.Sprintf("\n…and %d more", len(plan)-i)
 		if runeLen(b.String())+runeLen(line)+runeLen(more) > maxSectionText {
 			b.WriteString(more)
@@ -196,7 +193,7 @@ func renderFields(fields []bot.Field) []slack.Block {
 			blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, rest, false, false)))
 			return blocks
 		}
-		name := "*" + escape(clip(strings.Join(strings.Fields(f.Name), " "), 100)) + "*"
+		name := "*" + escape(text.ClipRunes(strings.Join(strings.Fields(f.Name), " "), 100)) + "*"
 		if f.Code {
 			flush()
 			value := strings.ReplaceAll(f.Value, fence, "`\u200b``")
@@ -225,7 +222,7 @@ func renderButtons(buttons []bot.Button) ([]slack.BlockElement, error) {
 		if b.ID == "" || len(b.ID) > maxButtonValue {
 			return nil, fmt.Errorf("%w: button %q has an ID of %d bytes, want 1 to %d", errBadButton, b.Label, len(b.ID), maxButtonValue)
 		}
-		label := clip(plain(strings.TrimSpace(b.Label)), maxButtonText)
+		label := text.ClipRunes(plain(strings.TrimSpace(b.Label)), maxButtonText)
 		if label == "" {
 			label = "OK"
 		}
@@ -238,9 +235,9 @@ func renderButtons(buttons []bot.Button) ([]slack.BlockElement, error) {
 		}
 		if c := strings.TrimSpace(b.Confirm); c != "" {
 			dialog := slack.NewConfirmationBlockObject(
-				slack.NewTextBlockObject(slack.PlainTextType, clip(label+"?", maxConfirmTitle), true, false),
+				slack.NewTextBlockObject(slack.PlainTextType, text.ClipRunes(label+"?", maxConfirmTitle), true, false),
 				slack.NewTextBlockObject(slack.MarkdownType, clipMrkdwn(escape(c), maxConfirmText), false, false),
-				slack.NewTextBlockObject(slack.PlainTextType, clip(label, maxConfirmButton), true, false),
+				slack.NewTextBlockObject(slack.PlainTextType, text.ClipRunes(label, maxConfirmButton), true, false),
 				slack.NewTextBlockObject(slack.PlainTextType, "Cancel", true, false),
 			)
 			if b.Style == bot.StyleDanger {

@@ -268,11 +268,40 @@ func TestMrkdwn(t *testing.T) {
 		{"@here @Channel @everyone", "@\u2060here @\u2060Channel @\u2060everyone"},
 		{"odd ` tick", "odd ` tick"},
 		{"a\r\nb", "a\nb"},
+		{"_em_ and snake_case_name", "_em_ and snake_case_name"},
+		{"~~~\ncode\n~~~", "```\ncode\n```"},
+		{"> quoted\n1. first", "&gt; quoted\n1. first"},
+		{`\*not bold\*`, `\*not bold\*`},
+		{"[**b** <x>](https://x.example)", "<https://x.example|*b* &lt;x&gt;>"},
+		{"[a](https://x.example/<@U1>)", "[a](https://x.example/&lt;@U1&gt;)"},
+		{"#### **All** bold", "*All bold*"},
 	}
 	for _, tc := range tests {
 		if got := mrkdwn(tc.in); got != tc.want {
 			t.Errorf("mrkdwn(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestClipMrkdwn(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"one two three four", 12, "one\n…"},
+		{"a &amp; b", 7, "a\n…"},
+		{strings.Repeat(" ", 50), 10, ""},
+	}
+	for _, tt := range tests {
+		if got := clipMrkdwn(tt.in, tt.n); got != tt.want {
+			t.Errorf("clipMrkdwn(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+	// A field of white space longer than a field renders.
+	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false); err != nil {
+		t.Fatal(err)
 	}
 }
 

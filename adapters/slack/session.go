@@ -40,7 +40,7 @@ type job struct {
 // (for up to DrainTimeout): Slack would not deliver it again.
 type session struct {
 	a      *Adapter
-	h      Handler
+	h      bot.Handler
 	self   identity
 	queues [workers]*queue
 	wg     sync.WaitGroup
@@ -50,7 +50,7 @@ type session struct {
 	closed   bool
 }
 
-func (a *Adapter) newSession(ctx context.Context, h Handler, self identity) *session {
+func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) *session {
 	s := &session{a: a, h: h, self: self}
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	limit := queueCap

@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"github.com/slack-go/slack/socketmode"
+
+	"github.com/loopbot/loopbot/bot"
 )
 
 // Run receives events until ctx ends: over Socket Mode, or in HTTP mode by listening on
@@ -18,7 +20,7 @@ import (
 //
 // Handle is given each delivery as Slack sent it: a redelivery has the same Event.ID, and
 // the bot dedupes on it.
-func (a *Adapter) Run(ctx context.Context, h Handler) error {
+func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	if a.cfg.Mode == ModeHTTP {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", a.cfg.ListenAddr)
@@ -35,7 +37,7 @@ func (a *Adapter) Run(ctx context.Context, h Handler) error {
 // taken from it are acknowledged and queued independently of the connection, so none is
 // lost or handled twice across a reconnect. An envelope that was never acknowledged is
 // delivered again by Slack, with the same event_id.
-func (a *Adapter) runSocket(ctx context.Context, h Handler) error {
+func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	self, err := a.whoami(ctx)
 	if err != nil {
 		return fmt.Errorf("slack socket mode: %w", err)

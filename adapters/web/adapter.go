@@ -11,9 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 var _ bot.Platform = (*Adapter)(nil)
@@ -269,7 +269,7 @@ func (a *Adapter) add(t *thread, id, kind, html, event string) *entry {
 func (a *Adapter) touch(t *thread, msg bot.Message) {
 	t.updated = a.now()
 	if msg.Kind == bot.KindStatus {
-		t.status = clip(firstLine(msg.Text), 80)
+		t.status = text.ClipRunes(firstLine(msg.Text), 80)
 	}
 	a.publish(newEvent("", "thread", t.summary()), everyone)
 }
@@ -298,15 +298,6 @@ func randomID(n int) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(s)
-}
-
-// clip cuts s to at most n runes, marking the cut with an ellipsis.
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // errNoThread is what a request about a thread the console does not hold gets.

@@ -16,8 +16,9 @@
 // every message that changed since (or a full snapshot when the ID is from another process).
 //
 // Messages are rendered to HTML on the server: everything is escaped, and the Markdown of
-// the model's text is turned into a small allowlist of elements (paragraphs, emphasis, code,
-// code blocks, lists, and links to http and https only). Pages carry a strict
+// the model's text, read by package bot/text's tokenizer, is turned into a small allowlist
+// of elements (paragraphs, emphasis, strike-through, code, code blocks, lists, quotes, and
+// links to http and https only). Pages carry a strict
 // Content-Security-Policy with no inline script, so even a rendering mistake cannot run
 // code.
 //

@@ -18,16 +18,11 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 //go:embed static
 var static embed.FS
-
-// Handler takes the console's events; *bot.Bot is one. Handle must be fast (store writes
-// only): the browser waits for it to learn the Result's notice.
-type Handler interface {
-	Handle(ctx context.Context, ev bot.Event) (bot.Result, error)
-}
 
 // maxBody bounds a POST body: a goal or a reply is a few kilobytes at most.
 const maxBody = 64 << 10
@@ -47,7 +42,7 @@ var errClosed = errors.New("the console is shutting down")
 
 // Run serves the console on Config.Addr until ctx ends, then shuts the server down and
 // returns nil. Events go to h.
-func (a *Adapter) Run(ctx context.Context, h Handler) error {
+func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("web console listen: %w", err)
@@ -57,7 +52,7 @@ func (a *Adapter) Run(ctx context.Context, h Handler) error {
 
 // Serve is Run on a listener the caller opened (to learn the port of ":0", say). It refuses
 // a listener beyond loopback when no token is configured.
-func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h Handler) error {
+func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h bot.Handler) error {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && a.cfg.Token == "" && !tcp.IP.IsLoopback() {
 		ln.Close()
 		return fmt.Errorf("web console on %s: not a loopback address, so the console needs web token: refusing to serve it unprotected", ln.Addr())
@@ -89,7 +84,7 @@ func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h Handler) error {
 
 // HTTPHandler is the console: its pages, its JSON API and its event stream, behind the
 // token and origin checks. Events go to h.
-func (a *Adapter) HTTPHandler(h Handler) http.Handler {
+func (a *Adapter) HTTPHandler(h bot.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.serveIndex)
 	mux.HandleFunc("GET /app.js", serveStatic("static/app.js", "text/javascript; charset=utf-8"))
@@ -97,7 +92,7 @@ func (a *Adapter) HTTPHandler(h Handler) http.Handler {
 	mux.HandleFunc("GET /api/threads", a.serveThreads)
 	mux.HandleFunc("GET /api/threads/{id}", a.serveThread)
 	mux.HandleFunc("GET /api/events", a.serveEvents)
-	post := func(f func(http.ResponseWriter, *http.Request, Handler, []byte)) http.HandlerFunc {
+	post := func(f func(http.ResponseWriter, *http.Request, bot.Handler, []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if body, ok := readPost(w, r); ok {
 				f(w, r, h, body)
@@ -260,7 +255,7 @@ type postResult struct {
 }
 
 // newThread is POST /api/threads: a goal opens a thread and starts a run in it.
-func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
 	ev, _, err := decodeRequest(body, bot.EventMention)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -275,7 +270,7 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h Handler, b
 		}
 	}
 	if t == nil {
-		t = a.thread(randomID(8), clip(firstLine(ev.Text), 80))
+		t = a.thread(randomID(8), text.ClipRunes(firstLine(ev.Text), 80))
 		t.mention = ev.ID
 		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
 	}
@@ -285,7 +280,7 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h Handler, b
 }
 
 // reply is POST /api/threads/{id}/messages: a message in a thread.
-func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
 	id := r.PathValue("id")
 	ev, _, err := decodeRequest(body, bot.EventReply)
 	if err != nil {
@@ -308,7 +303,7 @@ func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h Handler, body 
 }
 
 // action is POST /api/actions: a button was clicked.
-func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h Handler, body []byte) {
+func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
 	ev, id, err := decodeRequest(body, bot.EventAction)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -326,7 +321,7 @@ func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h Handler, body
 
 // deliver hands ev to the bot and answers with its notice. The request's cancellation does
 // not reach the bot: a closed tab must not leave a submission half handled.
-func (a *Adapter) deliver(w http.ResponseWriter, r *http.Request, h Handler, ev bot.Event, threadID string, status int) {
+func (a *Adapter) deliver(w http.ResponseWriter, r *http.Request, h bot.Handler, ev bot.Event, threadID string, status int) {
 	ev.Thread = threadRef(threadID)
 	ev.At = a.now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), handleTimeout)

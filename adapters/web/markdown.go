@@ -3,282 +3,102 @@ package web
 import (
 	"html"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/loopbot/loopbot/bot/text"
 )
 
-// Markdown from the model is turned into a small allowlist of HTML elements: p, br, strong,
-// em, code, pre, ul, ol, li, and a with an http or https href. The renderer never copies
+// Markdown from the model, read by package text's tokenizer, is turned into a small
+// allowlist of HTML elements: p, br, strong, em, del, code, pre, ul, ol, li, blockquote,
+// and a with an http or https href. The renderer never copies
 // input into the output unescaped: it emits its own tags and escapes all text, so anything
 // it does not understand shows as the characters that were sent.
 
-// maxInlineDepth bounds nested emphasis, so hostile input cannot make rendering recurse
-// deeply.
-const maxInlineDepth = 6
-
-// maxLinkLabel and maxLinkURL bound how far a link is looked for, in bytes, so that text
-// full of brackets renders in linear time.
-const (
-	maxLinkLabel = 500
-	maxLinkURL   = 2048
-)
-
-var (
-	fenceRe    = regexp.MustCompile("^ {0,3}(```+|~~~+)")
-	bulletRe   = regexp.MustCompile(`^ {0,3}[-*+][ \t]+(.*)$`)
-	orderedRe  = regexp.MustCompile(`^ {0,3}[0-9]{1,9}[.)][ \t]+(.*)$`)
-	headingRe  = regexp.MustCompile(`^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$`)
-	indentedRe = regexp.MustCompile(`^( {2,}|\t)\S`)
-)
-
 // renderMarkdown renders src to safe HTML.
 func renderMarkdown(src string) string {
-	lines := strings.Split(strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n"), "\n")
 	var b strings.Builder
-	var para []string
-	list := ""        // "ul" or "ol" while a list is open
-	var item []string // the open list item's lines
-	flushPara := func() {
-		if len(para) == 0 {
-			return
-		}
-		b.WriteString("<p>")
-		for i, l := range para {
-			if i > 0 {
-				b.WriteString("<br>")
-			}
-			b.WriteString(renderInline(strings.TrimSpace(l), 0))
-		}
-		b.WriteString("</p>\n")
-		para = nil
-	}
-	flushItem := func() {
-		if item == nil {
-			return
-		}
-		b.WriteString("<li>")
-		for i, l := range item {
-			if i > 0 {
-				b.WriteString("<br>")
-			}
-			b.WriteString(renderInline(strings.TrimSpace(l), 0))
-		}
-		b.WriteString("</li>\n")
-		item = nil
-	}
+	list := "" // "ul" or "ol" while a list is open
 	closeList := func() {
-		flushItem()
 		if list != "" {
 			b.WriteString("</" + list + ">\n")
 			list = ""
 		}
 	}
-	openItem := func(kind, text string) {
-		flushPara()
-		if list != kind {
-			closeList()
-			b.WriteString("<" + kind + ">\n")
-			list = kind
-		}
-		flushItem()
-		item = []string{text}
-	}
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if m := fenceRe.FindStringSubmatch(line); m != nil {
-			flushPara()
-			closeList()
-			fence := m[1]
-			var code []string
-			for i++; i < len(lines); i++ {
-				if strings.HasPrefix(strings.TrimLeft(lines[i], " "), fence[:3]) && strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(lines[i]), fence[:1])) == "" {
-					break
-				}
-				code = append(code, lines[i])
+	for _, bl := range text.ParseBlocks(src) {
+		if bl.Kind == text.ListItem {
+			kind := "ul"
+			if bl.Ordered() {
+				kind = "ol"
 			}
-			b.WriteString("<pre><code>")
-			b.WriteString(escapeText(strings.Join(code, "\n")))
-			b.WriteString("</code></pre>\n")
-			continue
-		}
-		if strings.TrimSpace(line) == "" {
-			flushPara()
-			closeList()
-			continue
-		}
-		if m := bulletRe.FindStringSubmatch(line); m != nil {
-			openItem("ul", m[1])
-			continue
-		}
-		if m := orderedRe.FindStringSubmatch(line); m != nil {
-			openItem("ol", m[1])
-			continue
-		}
-		if item != nil && indentedRe.MatchString(line) {
-			item = append(item, line)
+			if list != kind {
+				closeList()
+				b.WriteString("<" + kind + ">\n")
+				list = kind
+			}
+			b.WriteString("<li>" + renderLines(bl.Lines, false) + "</li>\n")
 			continue
 		}
 		closeList()
-		if m := headingRe.FindStringSubmatch(line); m != nil {
-			flushPara()
-			b.WriteString("<p><strong>" + renderInline(m[1], maxInlineDepth) + "</strong></p>\n")
-			continue
+		switch bl.Kind {
+		case text.Paragraph:
+			b.WriteString("<p>" + renderLines(bl.Lines, false) + "</p>\n")
+		case text.Heading:
+			b.WriteString("<p><strong>" + renderLines(bl.Lines, true) + "</strong></p>\n")
+		case text.Quote:
+			b.WriteString("<blockquote><p>" + renderLines(bl.Lines, false) + "</p></blockquote>\n")
+		case text.CodeBlock:
+			b.WriteString("<pre><code>" + escapeText(strings.Join(bl.Lines, "\n")) + "</code></pre>\n")
 		}
-		para = append(para, line)
 	}
-	flushPara()
 	closeList()
 	return b.String()
 }
 
-// renderInline renders code spans, links and emphasis in one line. depth counts the
-// emphasis it is nested in; past maxInlineDepth only code spans and text are recognised.
-func renderInline(s string, depth int) string {
+// renderLines renders a block's lines, each trimmed, with line breaks between them. In a
+// heading, which is strong as a whole, strong inside it is dropped.
+func renderLines(lines []string, heading bool) string {
 	var b strings.Builder
-	text := 0 // start of the text not yet written
-	// A delimiter with no closer after some index has none after any later index either:
-	// remembering that keeps rendering linear on input full of unmatched delimiters.
-	noCloser := map[string]int{}
-	flush := func(end int) {
-		b.WriteString(escapeText(s[text:end]))
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\' && i+1 < len(s) && strings.IndexByte("\\`*_[]()#+-.!<>", s[i+1]) >= 0:
-			flush(i)
-			b.WriteString(escapeText(s[i+1 : i+2]))
-			i += 2
-			text = i
-			continue
-		case c == '`':
-			n := runLen(s, i, '`')
-			delim := s[i : i+n]
-			end := -1
-			if from, ok := noCloser[delim]; !ok || i+n < from {
-				if end = strings.Index(s[i+n:], delim); end < 0 {
-					noCloser[delim] = i + n
-				}
-			}
-			if end >= 0 {
-				flush(i)
-				b.WriteString("<code>" + escapeText(strings.TrimSpace(s[i+n:i+n+end])) + "</code>")
-				i += n + end + n
-				text = i
-				continue
-			}
-			i += n
-			continue
-		case c == '[' && depth < maxInlineDepth:
-			if label, href, n, ok := parseLink(s[i:]); ok {
-				flush(i)
-				if u, ok := safeURL(href); ok {
-					b.WriteString(`<a href="` + escapeText(u) + `" rel="noopener nofollow" target="_blank">` + renderInline(label, maxInlineDepth) + "</a>")
-				} else {
-					// Not a link we allow: show what was written, as text.
-					b.WriteString(escapeText(s[i : i+n]))
-				}
-				i += n
-				text = i
-				continue
-			}
-		case (c == '*' || c == '_') && depth < maxInlineDepth:
-			n := min(runLen(s, i, c), 2)
-			key := s[i : i+n]
-			inner, end, ok := "", 0, false
-			if from, seen := noCloser[key]; canOpen(s, i, c, n) && (!seen || i+n+1 < from) {
-				if inner, end, ok = findCloser(s, i+n, c, n); !ok {
-					noCloser[key] = i + n + 1
-				}
-			}
-			if ok {
-				flush(i)
-				tag := "em"
-				if n == 2 {
-					tag = "strong"
-				}
-				b.WriteString("<" + tag + ">" + renderInline(inner, depth+1) + "</" + tag + ">")
-				i = end
-				text = i
-				continue
-			}
-			i += runLen(s, i, c)
-			continue
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteString("<br>")
 		}
-		i++
+		renderSpans(&b, text.ParseInline(strings.TrimSpace(l)), heading)
 	}
-	flush(len(s))
 	return b.String()
 }
 
-// runLen counts the bytes equal to c from s[i].
-func runLen(s string, i int, c byte) int {
-	n := 0
-	for i+n < len(s) && s[i+n] == c {
-		n++
-	}
-	return n
-}
+// emphasisTag is the element of each kind of emphasis.
+var emphasisTag = map[text.SpanKind]string{text.Strong: "strong", text.Emphasis: "em", text.Strike: "del"}
 
-// canOpen reports whether n times c at s[i] can open emphasis: the content must not start
-// with a space, and an underscore must start a word, so that snake_case_names stay as
-// written.
-func canOpen(s string, i int, c byte, n int) bool {
-	start := i + n
-	if start >= len(s) || s[start] == ' ' || s[start] == c {
-		return false
-	}
-	return c != '_' || i == 0 || !isWordByte(s[i-1])
-}
-
-// findCloser finds the closer of an emphasis whose content starts at s[start]: n times c,
-// not after a space, not part of a longer run, and for underscores at the end of a word. It
-// returns the content and the index after the closer.
-func findCloser(s string, start int, c byte, n int) (string, int, bool) {
-	delim := strings.Repeat(string(c), n)
-	for j := start + 1; j+n <= len(s); j++ {
-		if s[j:j+n] != delim || s[j-1] == ' ' {
-			continue
-		}
-		if j+n < len(s) && s[j+n] == c {
-			continue // part of a longer run
-		}
-		if c == '_' && j+n < len(s) && isWordByte(s[j+n]) {
-			continue
-		}
-		return s[start:j], j + n, true
-	}
-	return "", 0, false
-}
-
-func isWordByte(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b >= 0x80
-}
-
-// parseLink parses [label](href) at the start of s and returns its length in bytes.
-func parseLink(s string) (label, href string, n int, ok bool) {
-	depth := 0
-	close := -1
-	for i := 1; i < len(s) && i <= maxLinkLabel; i++ {
-		if s[i] == '[' {
-			depth++
-		} else if s[i] == ']' {
-			if depth == 0 {
-				close = i
-				break
+// renderSpans writes code spans, links, emphasis and the text between them.
+func renderSpans(b *strings.Builder, spans []text.Span, heading bool) {
+	for _, sp := range spans {
+		switch sp.Kind {
+		case text.Plain:
+			b.WriteString(escapeText(sp.Text))
+		case text.Code:
+			b.WriteString("<code>" + escapeText(sp.Text) + "</code>")
+		case text.Strong, text.Emphasis, text.Strike:
+			tag := emphasisTag[sp.Kind]
+			if heading && sp.Kind == text.Strong {
+				renderSpans(b, sp.Children, heading)
+				continue
 			}
-			depth--
+			b.WriteString("<" + tag + ">")
+			renderSpans(b, sp.Children, heading)
+			b.WriteString("</" + tag + ">")
+		case text.Link:
+			u, ok := safeURL(sp.Text)
+			if !ok {
+				// Not a link we allow: show what was written, as text.
+				b.WriteString(escapeText(sp.Raw))
+				continue
+			}
+			b.WriteString(`<a href="` + escapeText(u) + `" rel="noopener nofollow" target="_blank">`)
+			renderSpans(b, sp.Children, heading)
+			b.WriteString("</a>")
 		}
 	}
-	if close < 0 || close+1 >= len(s) || s[close+1] != '(' {
-		return "", "", 0, false
-	}
-	end := strings.IndexByte(s[close+2:], ')')
-	if end < 0 || end > maxLinkURL {
-		return "", "", 0, false
-	}
-	href = strings.TrimSpace(s[close+2 : close+2+end])
-	return s[1:close], href, close + 2 + end + 1, true
 }
 
 // safeURL returns href if it is an absolute http or https URL with a host, normalised as

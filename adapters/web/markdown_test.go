@@ -10,7 +10,7 @@ import (
 
 // allowedTags is every element the renderers may emit, with the attributes each may carry.
 var allowedTags = map[string]map[string]bool{
-	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "code": {}, "pre": {},
+	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "del": {}, "code": {}, "pre": {}, "blockquote": {},
 	"ul": {"class": true}, "ol": {}, "li": {"class": true},
 	"a":       {"href": true, "rel": true, "target": true},
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
@@ -75,6 +75,11 @@ func TestRenderMarkdown(t *testing.T) {
 		{"escape", `\*not em\*`, "<p>*not em*</p>\n"},
 		{"ampersand", "a & b < c > d \"e\" 'f'", "<p>a &amp; b &lt; c &gt; d &#34;e&#34; &#39;f&#39;</p>\n"},
 		{"empty", "", ""},
+		{"strike", "~~gone~~ but ~one~ stays", "<p><del>gone</del> but ~one~ stays</p>\n"},
+		{"quote", "> said\n> twice\nafter", "<blockquote><p>said<br>twice</p></blockquote>\n<p>after</p>\n"},
+		{"tilde fence", "~~~\n<x>\n~~~", "<pre><code>&lt;x&gt;</code></pre>\n"},
+		{"bold in heading", "## **Sub** *it*", "<p><strong>Sub <em>it</em></strong></p>\n"},
+		{"emphasis in a link label", "[**x**](https://e.com)", `<p><a href="https://e.com" rel="noopener nofollow" target="_blank"><strong>x</strong></a></p>` + "\n"},
 
 		// Hostile input: all of it comes out as text.
 		{"script tag", "<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n"},

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // Rendering is pure: a bot.Message becomes an HTML fragment the page inserts as it is. Only
@@ -20,12 +21,12 @@ var kindClass = map[bot.MessageKind]string{
 	bot.KindNotice:   "notice",
 }
 
-// planMark is the checklist mark of each plan status.
-var planMark = map[string]string{
-	"pending":     "○",
-	"in_progress": "▸",
-	"done":        "✓",
-	"failed":      "✗",
+// planGlyph draws each plan mark; the mark also names the line's CSS class.
+var planGlyph = map[text.Mark]string{
+	text.MarkPending: "○",
+	text.MarkActive:  "▸",
+	text.MarkDone:    "✓",
+	text.MarkFailed:  "✗",
 }
 
 // renderMessage renders a bot message.
@@ -45,11 +46,8 @@ func renderMessage(m bot.Message) string {
 	if len(m.Plan) > 0 {
 		b.WriteString(`<ul class="plan">` + "\n")
 		for _, l := range m.Plan {
-			status := l.Status
-			if _, ok := planMark[status]; !ok {
-				status = "pending"
-			}
-			b.WriteString(`<li class="plan-` + status + `"><span class="plan-mark">` + planMark[status] + `</span> ` + escapeText(l.Text) + "</li>\n")
+			mark := text.PlanMark(l.Status)
+			b.WriteString(`<li class="plan-` + string(mark) + `"><span class="plan-mark">` + planGlyph[mark] + `</span> ` + escapeText(l.Text) + "</li>\n")
 		}
 		b.WriteString("</ul>\n")
 	}
