@@ -129,8 +129,12 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) error {
 	st := r.st
+	start := st.Recover
 	if st.Status == StatusQueued {
-		st.Status = StatusRunning
+		start = st.Start
+	}
+	if err := start(r.a.now()); err != nil {
+		return fmt.Errorf("run %s: %w", st.RunID, err)
 	}
 	r.emit(Event{Kind: EventResumed})
 
@@ -252,7 +256,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 			return r.emptyReply(ctx)
 		}
 		st.Messages = append(st.Messages, msg)
-		return r.complete(ctx, StatusCompleted, msg.Content)
+		return r.complete(ctx, msg.Content)
 	}
 
 	seen := make(map[string]bool, len(st.Calls))
@@ -623,8 +627,7 @@ func (r *runner) tooManyFailures(ctx context.Context) error {
 	st := r.st
 	reason := fmt.Sprintf("%d tool calls failed in a row.", st.ConsecutiveFailures)
 	if r.a.cfg.FailureHandling == FailureAbort {
-		st.Error = reason + "\n" + st.Summary()
-		return r.complete(ctx, StatusFailed, "")
+		return r.fail(ctx, reason+"\n"+st.Summary())
 	}
 	return r.pause(ctx, Pause{Kind: PauseFailures, Reason: reason + "\n" + st.Summary()})
 }
@@ -632,31 +635,43 @@ func (r *runner) tooManyFailures(ctx context.Context) error {
 // pause leaves the run waiting for a person and saves it.
 func (r *runner) pause(ctx context.Context, p Pause) error {
 	st := r.st
+	var err error
 	if p.Kind == PauseApproval {
-		st.Status = StatusAwaitingApproval
+		err = st.AwaitApproval(p.Reason, r.a.now())
 	} else {
-		st.Status = StatusAwaitingInput
+		err = st.AwaitInput(p, r.a.now())
 	}
-	st.Pause = &p
-	r.emit(Event{Kind: EventPaused, Pause: &p, Text: p.Reason})
+	if err != nil {
+		return fmt.Errorf("run %s: %w", st.RunID, err)
+	}
+	r.emit(Event{Kind: EventPaused, Pause: st.Pause, Text: p.Reason})
 	return r.save(ctx)
 }
 
-// complete ends the run with a final status.
-func (r *runner) complete(ctx context.Context, status Status, answer string) error {
-	st := r.st
-	st.Status, st.Pause = status, nil
-	if answer != "" {
-		st.Answer = answer
+// complete ends the run with the model's final answer.
+func (r *runner) complete(ctx context.Context, answer string) error {
+	if err := r.st.Complete(answer, r.a.now()); err != nil {
+		return fmt.Errorf("run %s: %w", r.st.RunID, err)
 	}
-	switch status {
-	case StatusCompleted:
-		r.emit(Event{Kind: EventCompleted, Text: st.Answer})
-	case StatusBudgetExhausted:
-		r.emit(Event{Kind: EventBudgetExhausted, Text: st.Answer})
-	default:
-		r.emit(Event{Kind: EventFailed, Text: st.Error})
+	r.emit(Event{Kind: EventCompleted, Text: r.st.Answer})
+	return r.save(ctx)
+}
+
+// fail ends the run because it cannot go on.
+func (r *runner) fail(ctx context.Context, reason string) error {
+	if err := r.st.Fail(reason, r.a.now()); err != nil {
+		return fmt.Errorf("run %s: %w", r.st.RunID, err)
 	}
+	r.emit(Event{Kind: EventFailed, Text: r.st.Error})
+	return r.save(ctx)
+}
+
+// exhaust ends the run at a spent budget with what it has to show.
+func (r *runner) exhaust(ctx context.Context, reason, answer string) error {
+	if err := r.st.Exhaust(reason, answer, r.a.now()); err != nil {
+		return fmt.Errorf("run %s: %w", r.st.RunID, err)
+	}
+	r.emit(Event{Kind: EventBudgetExhausted, Text: r.st.Answer})
 	return r.save(ctx)
 }
 
@@ -731,14 +746,12 @@ func (r *runner) finalAnswer(ctx, wctx context.Context, reason string) error {
 	if answer != "" {
 		st.Messages = append(st.Messages, Message{Role: RoleAssistant, Content: answer})
 	}
-	st.Error = "Stopped: " + reason + "."
-	return r.complete(ctx, StatusBudgetExhausted, joinNonEmpty(answer, st.Summary()))
+	return r.exhaust(ctx, "Stopped: "+reason+".", joinNonEmpty(answer, st.Summary()))
 }
 
 // exhausted ends the run at a spent budget without another model call.
 func (r *runner) exhausted(ctx context.Context, reason string) error {
-	r.st.Error = "Stopped: " + reason + "."
-	return r.complete(ctx, StatusBudgetExhausted, joinNonEmpty(r.st.Answer, r.st.Summary()))
+	return r.exhaust(ctx, "Stopped: "+reason+".", joinNonEmpty(r.st.Answer, r.st.Summary()))
 }
 
 func joinNonEmpty(parts ...string) string {

@@ -17,7 +17,8 @@ const StateVersion = 1
 // Status is where a run is in its life.
 type Status string
 
-// The run statuses. See DESIGN.md, "The run".
+// The run statuses. transition.go holds the moves between them; docs/ARCHITECTURE.md,
+// "The run: one durable state machine", draws them.
 const (
 	StatusQueued           Status = "queued"
 	StatusRunning          Status = "running"
@@ -304,7 +305,7 @@ func (st *State) Decide(callID string, d Decision) error {
 		c.FinishedAt = d.At
 	}
 	if len(st.PendingApprovals()) == 0 {
-		st.Status, st.Pause = StatusRunning, nil
+		return st.resume(StatusAwaitingApproval, d.At)
 	}
 	return nil
 }
@@ -332,14 +333,13 @@ func (st *State) Respond(text, from string) error {
 		}
 		st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
 	}
-	st.Status, st.Pause = StatusRunning, nil
-	return nil
+	return st.resume(StatusAwaitingInput, time.Time{})
 }
 
 // Cancel ends a run that is not over yet. Calls that waited for a decision are rejected.
 func (st *State) Cancel(reason string, now time.Time) error {
 	if st.Status.Terminal() {
-		return fmt.Errorf("cancel: run is already %s", st.Status)
+		return fmt.Errorf("%w: cannot cancel a %s run", ErrTransition, st.Status)
 	}
 	for i := range st.Calls {
 		c := &st.Calls[i]
@@ -350,12 +350,14 @@ func (st *State) Cancel(reason string, now time.Time) error {
 			c.Status, c.Error, c.FinishedAt = CallUnknown, "outcome unknown: the run was cancelled while this call ran", now.UTC()
 		}
 	}
-	st.Status, st.Pause = StatusCancelled, nil
+	if err := st.move("cancel", StatusCancelled, now, StatusQueued, StatusRunning, StatusAwaitingApproval, StatusAwaitingInput); err != nil {
+		return err
+	}
+	st.Pause = nil
 	if reason == "" {
 		reason = "cancelled"
 	}
 	st.Error = reason
-	st.UpdatedAt = now.UTC()
 	return nil
 }
 
