@@ -53,7 +53,7 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 				checkpoints++
 				return db.Update(ctx, func(tx bot.Tx) error {
 					return tx.PutRun(&bot.RunRecord{
-						ID: st.RunID, Thread: benchThread, Requester: benchUser, Status: st.Status, State: st,
+						ID: st.RunID, Thread: benchThread, Requester: benchUser, State: st,
 						CreatedAt: created, UpdatedAt: time.Now(),
 					})
 				})
