@@ -33,6 +33,7 @@ type Agent struct {
 	specs      []ToolSpec
 	now        func() time.Time
 	log        *slog.Logger
+	abandoned  abandoned
 }
 
 type registered struct {
@@ -522,32 +523,6 @@ func (r *runner) runBatch(ctx, wctx context.Context, idx []int) error {
 		return nil
 	}
 	return r.save(ctx)
-}
-
-// invoke runs one call under its timeout. Control tools act on the state directly and are
-// handled by the caller's goroutine only, since they are never read-only.
-func (r *runner) invoke(ctx context.Context, c CallRecord) (res callResult) {
-	reg := r.a.tools[c.Name]
-	if c.Name == updatePlanName {
-		return r.updatePlan(c.Arguments)
-	}
-	timeout := reg.info.Timeout
-	if timeout <= 0 {
-		timeout = r.a.cfg.ToolTimeout
-	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			r.a.log.Error("tool panicked", "tool", c.Name, "panic", p)
-			res = callResult{err: fmt.Errorf("%s crashed", c.Name)}
-		}
-	}()
-	out, err := reg.tool.Call(tctx, Invocation{RunID: r.st.RunID, CallID: c.ID, Args: rawArgs(c.Arguments)})
-	if err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		err = fmt.Errorf("%s timed out after %s", c.Name, timeout)
-	}
-	return callResult{out: out, err: err}
 }
 
 // report appends the step's outcomes to the conversation, in the order the model asked for

@@ -64,6 +64,10 @@ type Config struct {
 	LowMomentum int
 	// RiskFloor raises the risk of every call of a tool to at least this level.
 	RiskFloor map[string]Risk
+
+	// AbandonAfter is how long the loop waits for a tool call to return once its context has
+	// ended (cancel, timeout, shutdown) before it abandons the call and goes on.
+	AbandonAfter time.Duration
 }
 
 // Defaults returns c with every unset field at its default.
@@ -90,6 +94,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ToolTimeout == 0 {
 		c.ToolTimeout = 2 * time.Minute
+	}
+	if c.AbandonAfter == 0 {
+		c.AbandonAfter = 10 * time.Second
 	}
 	if c.FailureHandling == "" {
 		c.FailureHandling = FailureAskUser

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,4 +135,59 @@ func TestSanityAfterFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStuckToolIsAbandoned holds AbandonAfter: a tool that ignores its context (a read blocked
+// on a FIFO) no longer holds its run. Cancelled, the run ends as cancelled; timed out, the call
+// fails and the model is told. Both are counted as abandoned until the tool returns.
+func TestStuckToolIsAbandoned(t *testing.T) {
+	newStuck := func(t *testing.T) (*fakeTool, chan struct{}) {
+		t.Helper()
+		started, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		t.Cleanup(func() { close(release) })
+		return &fakeTool{name: "stuck", readOnly: true, fn: func(context.Context, json.RawMessage) (string, error) {
+			once.Do(func() { close(started) })
+			<-release // ignores ctx on purpose
+			return "too late", nil
+		}}, started
+	}
+	t.Run("cancelled", func(t *testing.T) {
+		stuck, started := newStuck(t)
+		llm := newLLM(t, calls(call("stuck", `{"q":"p"}`)))
+		var hooked []string
+		ag := newAgent(t, llm.model, agent.Config{AbandonAfter: 20 * time.Millisecond}, []agent.Tool{stuck},
+			agent.WithAbandonHook(func(tool string) { hooked = append(hooked, tool) }))
+		r := newRun(t, ag, "read the pipe")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		go func() { <-started; cancel(agent.ErrCancelled) }()
+		if err := r.ag.Run(ctx, r.st, r.hooks()); err != nil {
+			t.Fatalf("a cancelled run returned %v", err)
+		}
+		r.wantStatus(agent.StatusCancelled)
+		if c := r.st.Calls[0]; c.Status != agent.CallUnknown {
+			t.Errorf("the abandoned call is %s, want unknown", c.Status)
+		}
+		if total, running := ag.Abandoned(); total != 1 || running != 1 {
+			t.Errorf("abandoned total %d running %d, want 1 and 1", total, running)
+		}
+		if len(hooked) != 1 || hooked[0] != "stuck" {
+			t.Errorf("abandon hook heard %v", hooked)
+		}
+	})
+	t.Run("timed out", func(t *testing.T) {
+		stuck, _ := newStuck(t)
+		llm := newLLM(t, calls(call("stuck", `{"q":"p"}`)), text("the pipe never answered"))
+		ag := newAgent(t, llm.model, agent.Config{ToolTimeout: 10 * time.Millisecond, AbandonAfter: 10 * time.Millisecond}, []agent.Tool{stuck})
+		r := newRun(t, ag, "read the pipe")
+		r.advance()
+		r.wantStatus(agent.StatusCompleted)
+		c := r.st.Calls[0]
+		if c.Status != agent.CallFailed || !strings.Contains(c.Error, "abandoned") {
+			t.Errorf("call %s with error %q, want failed and abandoned", c.Status, c.Error)
+		}
+		if !llm.sawToolResult(1, "abandoned") {
+			t.Error("the model was not told the call was abandoned")
+		}
+	})
 }

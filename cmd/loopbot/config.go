@@ -156,6 +156,7 @@ type AgentConfig struct {
 	MaxCost                float64           `toml:"max_cost"`
 	NearLimit              float64           `toml:"near_limit"`
 	ToolTimeout            Duration          `toml:"tool_timeout"`
+	AbandonAfter           Duration          `toml:"abandon_after"`
 	MaxParallel            int               `toml:"max_parallel"`
 	MaxToolRetries         int               `toml:"max_tool_retries"`
 	MaxConsecutiveFailures int               `toml:"max_consecutive_failures"`
@@ -304,6 +305,7 @@ func (c Config) AgentConfig() (agent.Config, error) {
 		MaxCost:                a.MaxCost,
 		NearLimit:              a.NearLimit,
 		ToolTimeout:            time.Duration(a.ToolTimeout),
+		AbandonAfter:           time.Duration(a.AbandonAfter),
 		MaxParallel:            a.MaxParallel,
 		MaxToolRetries:         a.MaxToolRetries,
 		MaxConsecutiveFailures: a.MaxConsecutiveFailures,

@@ -107,7 +107,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	metrics := get(t, admin+"/metrics")
 	for _, want := range []string{`loopbot_runs{state="completed"} 1`, `loopbot_tool_calls_total{outcome="ok",tool="write_file"} 1`,
 		`loopbot_chat_api_calls_total{method="update",outcome="ok",platform="web"}`, `loopbot_model_calls_total{outcome="ok",role="executor"}`,
-		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`} {
+		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`, "loopbot_tool_calls_abandoned_running 0"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -26,6 +26,7 @@ type metrics struct {
 	chatCalls   *prometheus.CounterVec
 	chatLimited *prometheus.CounterVec
 	approvals   *prometheus.HistogramVec
+	abandoned   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -56,8 +57,11 @@ func newMetrics() *metrics {
 			Name: "loopbot_approval_wait_seconds", Help: "Time from an approval request to its decision, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(1, 3, 9),
 		}, []string{"outcome"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_tool_calls_abandoned_total", Help: "Tool calls the loop stopped waiting for because they did not return after their context ended.",
+		}, []string{"tool"}),
 	}
-	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals,
+	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.abandoned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +98,20 @@ func (c runsCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, s := range statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[i]), string(s))
 	}
+}
+
+// abandonedTool counts one abandoned call of tool.
+func (m *metrics) abandonedTool(tool string) { m.abandoned.WithLabelValues(tool).Inc() }
+
+// watchAbandoned reports the abandoned calls that have still not returned: each holds a
+// goroutine, and whatever the tool holds, until it does.
+func (m *metrics) watchAbandoned(ag *agent.Agent) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "loopbot_tool_calls_abandoned_running", Help: "Abandoned tool calls that have not returned yet.",
+	}, func() float64 {
+		_, running := ag.Abandoned()
+		return float64(running)
+	}))
 }
 
 func (m *metrics) watchRuns(s bot.Store) {

@@ -73,7 +73,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.demo {
 		acfg = demoAgentConfig(acfg)
 	}
-	opts := []agent.Option{agent.WithLogger(log)}
+	opts := []agent.Option{agent.WithLogger(log), agent.WithAbandonHook(met.abandonedTool)}
 	if models.summarizer != nil {
 		opts = append(opts, agent.WithSummarizer(models.summarizer))
 	}
@@ -84,6 +84,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if err != nil {
 		return nil, err
 	}
+	met.watchAbandoned(ag)
 
 	adapters, err := s.platforms(cfg, models.demo)
 	if err != nil {
