@@ -273,6 +273,15 @@ func (r *runner) step(ctx, wctx context.Context) error {
 			}
 		}
 		seen[tc.ID] = true
+		if n := len(tc.Arguments); n > r.a.cfg.MaxArgBytes {
+			// Refused before anything stores it: a 20 MB argument would otherwise be
+			// checkpointed, and sent back in every later prompt, before the tool saw it.
+			tc.Arguments = fmt.Sprintf(`{"dropped":"%d bytes of arguments, over the limit of %d"}`, n, r.a.cfg.MaxArgBytes)
+			st.Calls = append(st.Calls, CallRecord{ID: tc.ID, Step: st.Step, Name: tc.Name, Arguments: tc.Arguments,
+				ArgsHash: HashArgs(tc.Name, tc.Arguments), Status: CallInvalid,
+				Error: fmt.Sprintf("the arguments of %s were %d bytes, over the limit of %d; send smaller arguments (write large content in parts)", tc.Name, n, r.a.cfg.MaxArgBytes)})
+			continue
+		}
 		st.Calls = append(st.Calls, r.assess(*tc))
 	}
 	st.Messages = append(st.Messages, msg)

@@ -65,6 +65,10 @@ type Config struct {
 	// RiskFloor raises the risk of every call of a tool to at least this level.
 	RiskFloor map[string]Risk
 
+	// MaxArgBytes bounds the arguments of one tool call as the model sends them; a longer
+	// call is refused before it is stored.
+	MaxArgBytes int
+
 	// AbandonAfter is how long the loop waits for a tool call to return once its context has
 	// ended (cancel, timeout, shutdown) before it abandons the call and goes on.
 	AbandonAfter time.Duration
@@ -95,6 +99,7 @@ func (c Config) Defaults() Config {
 	if c.ToolTimeout == 0 {
 		c.ToolTimeout = 2 * time.Minute
 	}
+	set(&c.MaxArgBytes, 1<<20)
 	if c.AbandonAfter == 0 {
 		c.AbandonAfter = 10 * time.Second
 	}

@@ -191,3 +191,29 @@ func TestStuckToolIsAbandoned(t *testing.T) {
 		}
 	})
 }
+
+// TestOversizedArgumentsRefused holds MaxArgBytes: a tool call whose arguments pass the limit
+// never reaches the tool, is not stored in full, and the model is told why.
+func TestOversizedArgumentsRefused(t *testing.T) {
+	write := &fakeTool{name: "write", schema: `{"type":"object","properties":{"content":{"type":"string"}}}`}
+	huge := `{"content":"` + strings.Repeat("A", 2<<20) + `"}`
+	llm := newLLM(t, calls(call("write", huge)), text("I will write it in parts."))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{MaxArgBytes: 1 << 20}, []agent.Tool{write}), "write a big file")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if n := write.calls.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times with oversized arguments", n)
+	}
+	c := r.st.Calls[0]
+	if c.Status != agent.CallInvalid || !strings.Contains(c.Error, "over the limit") {
+		t.Errorf("call %s with error %q, want invalid and over the limit", c.Status, c.Error)
+	}
+	for _, saved := range r.saves {
+		if len(saved) > 1<<20 {
+			t.Fatalf("a checkpoint of %d bytes holds the oversized arguments", len(saved))
+		}
+	}
+	if !llm.sawToolResult(1, "over the limit") {
+		t.Error("the model was not told why the call was refused")
+	}
+}

@@ -157,6 +157,7 @@ type AgentConfig struct {
 	NearLimit              float64           `toml:"near_limit"`
 	ToolTimeout            Duration          `toml:"tool_timeout"`
 	AbandonAfter           Duration          `toml:"abandon_after"`
+	MaxArgBytes            int               `toml:"max_arg_bytes"`
 	MaxParallel            int               `toml:"max_parallel"`
 	MaxToolRetries         int               `toml:"max_tool_retries"`
 	MaxConsecutiveFailures int               `toml:"max_consecutive_failures"`
@@ -306,6 +307,7 @@ func (c Config) AgentConfig() (agent.Config, error) {
 		NearLimit:              a.NearLimit,
 		ToolTimeout:            time.Duration(a.ToolTimeout),
 		AbandonAfter:           time.Duration(a.AbandonAfter),
+		MaxArgBytes:            a.MaxArgBytes,
 		MaxParallel:            a.MaxParallel,
 		MaxToolRetries:         a.MaxToolRetries,
 		MaxConsecutiveFailures: a.MaxConsecutiveFailures,
