@@ -93,7 +93,7 @@ func (s *session) verified(next func(w http.ResponseWriter, body []byte)) http.H
 			err = sv.Ensure()
 		}
 		if err != nil {
-			s.a.log.Warn("slack: request with a bad signature refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			s.a.log.Warn("slack: request with a bad signature refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", logSafe(err))
 			http.Error(w, "invalid signature", http.StatusUnauthorized)
 			return
 		}
@@ -127,7 +127,7 @@ func (s *session) serveEvent(w http.ResponseWriter, body []byte) {
 func (s *session) serveInteraction(w http.ResponseWriter, body []byte) {
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		s.a.log.Warn("slack: undecodable interaction acknowledged and dropped", "err", err)
+		s.a.log.Warn("slack: undecodable interaction acknowledged and dropped", "err", logSafe(err))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -141,7 +141,7 @@ func (s *session) serveInteraction(w http.ResponseWriter, body []byte) {
 func (s *session) serveCommand(w http.ResponseWriter, body []byte) {
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", err)
+		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))
 		w.WriteHeader(http.StatusOK)
 		return
 	}

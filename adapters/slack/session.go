@@ -219,7 +219,7 @@ func (s *session) process(j job) {
 	if j.goal != "" && j.ev.Thread.Thread == "" {
 		ts, err := s.postRoot(ctx, j)
 		if err != nil {
-			s.a.log.Warn("slack: post /loopbot root message", "event", j.ev.ID, "channel", j.ev.Thread.Channel, "err", err)
+			s.a.log.Warn("slack: post /loopbot root message", "event", j.ev.ID, "channel", j.ev.Thread.Channel, "err", logSafe(err))
 			s.notice(ctx, j, "I could not post in this channel. Invite me first (`/invite @loopbot`), then try again.")
 			return
 		}
@@ -229,7 +229,7 @@ func (s *session) process(j job) {
 	if err != nil {
 		// Slack has the ack and will not deliver this again: the person must hear that
 		// nothing was taken, or they wait for a run that never starts.
-		s.a.log.Error("slack: handle event", "event", j.ev.ID, "kind", j.ev.Kind, "err", err)
+		s.a.log.Error("slack: handle event", "event", j.ev.ID, "kind", j.ev.Kind, "err", logSafe(err))
 		s.notice(ctx, j, noticeHandleFailed)
 		return
 	}
@@ -266,7 +266,7 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 		err = s.a.Notify(ctx, j.ev.Thread, j.ev.User.ID, text)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		s.a.log.Warn("slack: notice to user", "event", j.ev.ID, "user", j.ev.User.ID, "err", err)
+		s.a.log.Warn("slack: notice to user", "event", j.ev.ID, "user", j.ev.User.ID, "err", logSafe(err))
 	}
 }
 
@@ -275,7 +275,7 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 	ev, ok, err := decodeEvent(body, s.self)
 	switch {
 	case err != nil:
-		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", err)
+		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
 		return job{}, false
 	case !ok:
 		return job{}, false
@@ -291,7 +291,7 @@ func (s *session) fromInteraction(body []byte) (job, bool) {
 	ev, ok, err := decodeInteraction(body)
 	switch {
 	case err != nil:
-		s.a.log.Warn("slack: undecodable interaction acknowledged and dropped", "err", err)
+		s.a.log.Warn("slack: undecodable interaction acknowledged and dropped", "err", logSafe(err))
 		return job{}, false
 	case !ok:
 		return job{}, false
@@ -311,7 +311,7 @@ func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
 	c, err := decodeCommand(sc)
 	switch {
 	case err != nil:
-		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", err)
+		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))
 		return job{}, "", false
 	case c.reply != "":
 		return job{}, c.reply, false

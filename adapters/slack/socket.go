@@ -84,15 +84,15 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 		}
 		if json.Unmarshal(bad.Message, &env) == nil && env.EnvelopeID != "" {
 			if err := sm.AckCtx(ctx, env.EnvelopeID, nil); err != nil {
-				a.log.Warn("slack: ack unparsable envelope", "envelope", env.EnvelopeID, "err", err)
+				a.log.Warn("slack: ack unparsable envelope", "envelope", env.EnvelopeID, "err", logSafe(err))
 			}
 		}
-		a.log.Warn("slack: unparsable socket mode envelope acknowledged and dropped", "envelope", env.EnvelopeID, "err", bad.Cause)
+		a.log.Warn("slack: unparsable socket mode envelope acknowledged and dropped", "envelope", env.EnvelopeID, "err", logSafe(bad.Cause))
 		return
 	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
 		// A failed ack write needs nothing more: Slack delivers the envelope again and
 		// the bot dedupes it.
-		a.log.Warn("slack: socket mode", "event", ev.Type, "detail", fmt.Sprint(ev.Data))
+		a.log.Warn("slack: socket mode", "event", ev.Type, "detail", logSafe(fmt.Errorf("%v", ev.Data)))
 		return
 	case socketmode.EventTypeInvalidAuth:
 		a.log.Error("slack: socket mode: the app token was refused")
@@ -119,7 +119,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 	case socketmode.EventTypeSlashCommand:
 		var sc slashCommand
 		if err := json.Unmarshal(req.Payload, &sc); err != nil {
-			a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", err)
+			a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))
 			break
 		}
 		var reply string
@@ -147,7 +147,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 			q.release()
 		}
 		if !errors.Is(err, context.Canceled) {
-			a.log.Warn("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
+			a.log.Warn("slack: ack envelope", "envelope", req.EnvelopeID, "err", logSafe(err))
 		}
 		return
 	}
