@@ -8,7 +8,7 @@ import (
 	"github.com/loopbot/loopbot/agent/llm"
 )
 
-// modelSet holds the models of the three roles (DESIGN.md, "Model roles").
+// modelSet holds the models of the three roles (docs/ARCHITECTURE.md, "Model roles and tool risk").
 type modelSet struct {
 	executor, summarizer, sanity agent.Model
 	// demo is set when no model is configured and the scripted demo model plays instead.
