@@ -315,6 +315,8 @@ const (
 		"(or mention me with `status` or `cancel` in the thread)."
 	noThreadText = "Slack does not tell apps which thread a slash command was typed in. " +
 		"Add the thread's link (Copy link on its first message), or mention me with `%s` in the thread."
+	otherChannelText = "That thread is in another channel. Run `/loopbot %s` in the thread's own channel, " +
+		"or mention me there."
 )
 
 // decodeCommand reads a /loopbot invocation: "/loopbot <goal>", "/loopbot status <thread>"
@@ -348,8 +350,12 @@ func decodeCommand(sc slashCommand) (command, error) {
 			c.reply = fmt.Sprintf(noThreadText, strings.ToLower(word))
 			return c, nil
 		}
-		if channel != "" {
-			c.ev.Thread.Channel = channel
+		if channel != "" && channel != sc.ChannelID {
+			// Anyone may paste any link; typing the command in the thread's own channel is
+			// what shows the asker can see that thread (a private channel's goal must not
+			// be shown in another channel).
+			c.reply = fmt.Sprintf(otherChannelText, strings.ToLower(word))
+			return c, nil
 		}
 		c.ev.Thread.Thread = ts
 		return c, nil

@@ -130,8 +130,12 @@ func TestDecodeCommand(t *testing.T) {
 	}{
 		{text: "fix the build", command: bot.CommandStart, goal: "fix the build"},
 		{text: "status 1700000000.000100", command: bot.CommandStatus, thread: "1700000000.000100"},
-		{text: "Cancel <https://acme.slack.com/archives/C2/p1700000009000200?thread_ts=1700000000.000100&cid=C2>", command: bot.CommandCancel, thread: "1700000000.000100", channel: "C2"},
-		{text: "status https://acme.slack.com/archives/C3/p1700000000000100", command: bot.CommandStatus, thread: "1700000000.000100", channel: "C3"},
+		{text: "Cancel <https://acme.slack.com/archives/C1/p1700000009000200?thread_ts=1700000000.000100&cid=C1>", command: bot.CommandCancel, thread: "1700000000.000100"},
+		{text: "status https://acme.slack.com/archives/C1/p1700000000000100", command: bot.CommandStatus, thread: "1700000000.000100"},
+		// A link to a thread of another channel is answered only there: the asker may not
+		// see that channel.
+		{text: "status https://acme.slack.com/archives/C3/p1700000000000100", reply: true},
+		{text: "Cancel <https://acme.slack.com/archives/C2/p1700000009000200?thread_ts=1700000000.000100&cid=C2>", reply: true},
 		{text: "status", reply: true},
 		{text: "cancel not-a-link", reply: true},
 		{text: "", reply: true},

@@ -250,6 +250,8 @@ func TestSocketSlashCommand(t *testing.T) {
 	// Answered in the ack itself: no thread given, and a channel loopbot does not serve.
 	for _, tc := range []struct{ channel, text, want string }{
 		{"C1", "cancel", "does not tell apps which thread"},
+		// A private channel's thread, asked about from another channel: not shown.
+		{"C1", "status https://acme.slack.com/archives/G7/p1700000000000100", "in another channel"},
 		{"C9", "do things", notAllowedText},
 	} {
 		f.send("slash_commands", "env-"+tc.channel, cmd("trig-"+tc.channel, tc.channel, tc.text))
