@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -66,16 +67,23 @@ func loopbotBinary(t *testing.T) string {
 }
 
 // freeAddr returns a loopback address nothing listens on, so that a restarted process can
-// serve the console where the previous one did.
+// serve the console where the previous one did. The port is drawn below Linux's ephemeral
+// range (32768-60999): a port the kernel hands out (":0", or the source port of any outgoing
+// connection on the machine) could be taken again between this check and the process's
+// bind, and was, when other tests ran alongside.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return ""
 }
 
 // logBuffer is a process's stderr, which the test reads while the process writes it.
