@@ -68,7 +68,10 @@ func CheckFile(ctx context.Context, path string, opts ...Option) (*Report, error
 	if err != nil {
 		return nil, fmt.Errorf("check store: %w", err)
 	}
-	bdb, err := openReadOnly(path, o.lockTimeout)
+	if err := inspect(path, o.lockTimeout, false, func(btx *bolt.Tx) []error { return length(btx, info.Size()) }); err != nil {
+		return nil, err
+	}
+	bdb, err := openReadOnly(path, o.lockTimeout, true)
 	if err != nil {
 		return nil, err
 	}

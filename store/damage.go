@@ -53,16 +53,18 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
-// openReadOnly opens path read-only with bbolt's shared lock, under guard: bbolt reads the
-// free list while it opens, and that page may be the broken one. On a fault bbolt never
-// returns its DB, so the file it opened is kept here to be closed, which releases its lock.
-func openReadOnly(path string, lockTimeout time.Duration) (*bolt.DB, error) {
+// openReadOnly opens path read-only with bbolt's shared lock, under guard. With
+// freelist, bbolt reads the free list while it opens, and that page may be the broken one;
+// on a fault there bbolt never returns its DB, so the file it opened is kept here to be let
+// go of (unlockAndClose). Its memory map stays, as nothing can unmap it: a failed open costs
+// its address space until the process ends.
+func openReadOnly(path string, lockTimeout time.Duration, freelist bool) (*bolt.DB, error) {
 	var file *os.File
 	var bdb *bolt.DB
 	err := guard(func() error {
 		var err error
 		bdb, err = bolt.Open(path, 0o600, &bolt.Options{
-			ReadOnly: true, Timeout: lockTimeout, PreLoadFreelist: true,
+			ReadOnly: true, Timeout: lockTimeout, PreLoadFreelist: freelist,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag, perm)
 				file = f
@@ -79,8 +81,9 @@ func openReadOnly(path string, lockTimeout time.Duration) (*bolt.DB, error) {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if file != nil && bdb == nil {
-		_ = file.Close()
+	if file != nil {
+		// bbolt closes the file itself when it returns an error, but not when it panics.
+		unlockAndClose(file)
 	}
 	// bbolt's refusals (not a bbolt file, bad checksum, bad version) and faults alike.
 	return nil, damaged(path, []error{err})
@@ -99,7 +102,17 @@ func verifyFile(path string, lockTimeout time.Duration) error {
 	if info.Size() == 0 {
 		return nil
 	}
-	bdb, err := openReadOnly(path, lockTimeout)
+	// First without the free list, whose page may lie past the end of a file cut short:
+	// the length is checked from the metadata alone.
+	if err := inspect(path, lockTimeout, false, func(btx *bolt.Tx) []error { return length(btx, info.Size()) }); err != nil {
+		return err
+	}
+	return inspect(path, lockTimeout, true, func(btx *bolt.Tx) []error { return structure(btx, info.Size()) })
+}
+
+// inspect opens path read-only and runs check in a read transaction, under guard.
+func inspect(path string, lockTimeout time.Duration, freelist bool, check func(btx *bolt.Tx) []error) error {
+	bdb, err := openReadOnly(path, lockTimeout, freelist)
 	if err != nil {
 		return err
 	}
@@ -107,7 +120,7 @@ func verifyFile(path string, lockTimeout time.Duration) error {
 	var problems []error
 	err = guard(func() error {
 		return bdb.View(func(btx *bolt.Tx) error {
-			problems = structure(btx, info.Size())
+			problems = check(btx)
 			return nil
 		})
 	})
@@ -120,13 +133,22 @@ func verifyFile(path string, lockTimeout time.Duration) error {
 	return nil
 }
 
-// structure checks that btx's pages lie within the file, reads every key and value in this
+// length checks that the file holds every page its metadata counts.
+func length(btx *bolt.Tx, fileSize int64) []error {
+	if btx.Size() > fileSize {
+		return []error{fmt.Errorf("the file is %d bytes, but its pages reach %d bytes: it was cut short", fileSize, btx.Size())}
+	}
+	return nil
+}
+
+// structure checks that btx's pages lie within the file (in a database opened for writing
+// the free list is loaded by then, and it lies within them), reads every key and value in this
 // goroutine (under the caller's guard), and then runs bbolt's own check, which reads in a
 // goroutine of its own where a fault could not be caught: by then every page it reads has
 // been read once already. It returns at most maxProblems findings.
 func structure(btx *bolt.Tx, fileSize int64) []error {
-	if btx.Size() > fileSize {
-		return []error{fmt.Errorf("the file is %d bytes, but its pages reach %d bytes: it was cut short", fileSize, btx.Size())}
+	if problems := length(btx, fileSize); len(problems) > 0 {
+		return problems
 	}
 	var sum uint32
 	if err := guard(func() error {
