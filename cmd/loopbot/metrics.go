@@ -26,6 +26,7 @@ type metrics struct {
 	chatCalls   *prometheus.CounterVec
 	chatLimited *prometheus.CounterVec
 	approvals   *prometheus.HistogramVec
+	quarantined *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -56,8 +57,11 @@ func newMetrics() *metrics {
 			Name: "loopbot_approval_wait_seconds", Help: "Time from an approval request to its decision, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(1, 3, 9),
 		}, []string{"outcome"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_store_quarantined_total", Help: "Stored records moved to the quarantine because they did not decode, by bucket.",
+		}, []string{"bucket"}),
 	}
-	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals,
+	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.quarantined,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
