@@ -359,3 +359,80 @@ func TestRunsAreNotQuarantined(t *testing.T) {
 		t.Error("Check passed a run that does not decode")
 	}
 }
+
+// TestCompact fills the outbox and empties it again, which leaves the file at its largest,
+// and checks that Compact gives the space back, keeps the original as it was, keeps the
+// records and the bucket sequences, and never overwrites a backup.
+func TestCompact(t *testing.T) {
+	path := putOutbox(t)
+	db := openTest(t, path)
+	text := strings.Repeat("x", 10<<10)
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	thread := bot.ThreadRef{Platform: "web", Channel: "c", Thread: "t"}
+	err := db.Update(t.Context(), func(tx bot.Tx) error {
+		for i := range 300 {
+			if err := tx.PutOutbox(bot.OutboxItem{Key: fmt.Sprintf("n/%d", i), Kind: bot.OutboxNotice, Thread: thread, Text: text, CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		return tx.PutRun(&bot.RunRecord{ID: "run-1", Status: agent.StatusQueued})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(t.Context(), func(tx bot.Tx) error {
+		for i := range 300 {
+			if err := tx.DeleteOutbox(fmt.Sprintf("n/%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Compact(t.Context(), path, store.WithLockTimeout(50*time.Millisecond)); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("Compact of an open database: %v, want ErrLocked", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := store.Compact(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Before != int64(len(before)) || c.After*4 > c.Before || c.Backup != store.BackupPath(path) {
+		t.Errorf("Compact = %+v of a %d-byte file, want a quarter of it or less", c, len(before))
+	}
+	if kept, err := os.ReadFile(c.Backup); err != nil || string(kept) != string(before) {
+		t.Errorf("the backup is not the original: %v", err)
+	}
+	if _, err := store.Compact(t.Context(), path); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second Compact: %v, want a refusal to overwrite the backup", err)
+	}
+
+	db = openTest(t, path)
+	err = db.Update(t.Context(), func(tx bot.Tx) error {
+		// A new run takes the next key in runs: the sequence survived.
+		if err := tx.PutRun(&bot.RunRecord{ID: "run-2", Status: agent.StatusQueued}); err != nil {
+			return err
+		}
+		runs, err := tx.Runs(bot.RunFilter{})
+		if err != nil || len(runs) != 2 || runs[0].ID != "run-1" {
+			return fmt.Errorf("runs after Compact: %+v, %v", runs, err)
+		}
+		c, err := tx.Conversation(thread)
+		if err != nil || c.Thread != thread {
+			return fmt.Errorf("conversation after Compact: %+v, %v", c, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
