@@ -436,3 +436,31 @@ func TestCompact(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestQuarantineReasonQuotesNothing: the reason is logged, so it must not quote the record,
+// which may hold anything a thread said.
+func TestQuarantineReasonQuotesNothing(t *testing.T) {
+	const secret = "hunter2-secret"
+	tests := []struct{ value, want string }{
+		{`{"key":"notice/2","created_at":"` + secret + `"}`, "a field holds a value its type refuses"},
+		{`{"key":"notice/2","attempts":"` + secret + `"}`, "field attempts holds a JSON string where int belongs"},
+		{`{"key":"notice/2","attempts":31337}x` + secret, "not JSON: broken at byte"},
+		{`{"key":"notice/2","text":"` + secret, "not JSON: broken at byte 40"},
+	}
+	for _, tt := range tests {
+		path := putOutbox(t, "notice/1", "notice/2")
+		overwrite(t, path, "outbox", "notice/2", tt.value)
+		var heard []store.Quarantined
+		db, err := store.Open(path, store.WithQuarantineHook(func(q store.Quarantined) { heard = append(heard, q) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.View(t.Context(), func(tx bot.Tx) error { _, err := tx.Outbox(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if len(heard) != 1 || !strings.Contains(heard[0].Reason, tt.want) || strings.Contains(heard[0].Reason, secret) || strings.Contains(heard[0].Reason, "31337") {
+			t.Errorf("%s: heard %+v, want one reason saying %q and quoting nothing", tt.value, heard, tt.want)
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -39,7 +41,7 @@ type Quarantined struct {
 	Bucket string    `json:"bucket"`
 	Key    []byte    `json:"key"`
 	Value  []byte    `json:"value"`
-	Reason string    `json:"reason"` // the decoding error
+	Reason string    `json:"reason"` // why it did not decode, quoting none of it
 	At     time.Time `json:"at"`     // when it was moved
 }
 
@@ -60,8 +62,24 @@ func (t *tx) undecodable(bucket, key, value []byte, err error) {
 	t.db.qmu.Lock()
 	defer t.db.qmu.Unlock()
 	t.db.undecodable = append(t.db.undecodable, Quarantined{
-		Bucket: string(bucket), Key: bytes.Clone(key), Value: bytes.Clone(value), Reason: err.Error(),
+		Bucket: string(bucket), Key: bytes.Clone(key), Value: bytes.Clone(value), Reason: decodeReason(err),
 	})
+}
+
+// decodeReason says why a record did not decode without quoting any of it: the reason is
+// logged, and the record may hold anything a thread said. (A time that does not parse,
+// say, is quoted whole by its error.)
+func decodeReason(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("not JSON: broken at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		kind, _, _ := strings.Cut(typ.Value, " ") // "number 5" says the number
+		return fmt.Sprintf("field %s holds a JSON %s where %s belongs", typ.Field, kind, typ.Type)
+	}
+	return "a field holds a value its type refuses"
 }
 
 // quarantineKey names a record in the quarantine bucket by where it was and what it held,
