@@ -90,7 +90,7 @@ func TestRunsWhileServing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := io.ReadAll(resp.Body)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "workspace") {
 				t.Errorf("GET %s with Authorization %q: %s: %s", p, auth, resp.Status, body)
