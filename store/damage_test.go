@@ -464,3 +464,41 @@ func TestQuarantineReasonQuotesNothing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOpen opens a database of 300 runs of 30 kB each: the check at open reads the
+// whole file, so its cost grows with the file (b.SetBytes: the MB/s figure is the file's
+// size over the time to open it).
+func BenchmarkOpen(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "loopbot.db")
+	db, err := store.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = db.Update(b.Context(), func(tx bot.Tx) error {
+		for i := range 300 {
+			r := benchRun()
+			r.ID = fmt.Sprintf("run-%03d", i)
+			r.State.RunID = r.ID
+			if err := tx.PutRun(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db.Close()
+	info, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(info.Size())
+	for b.Loop() {
+		db, err := store.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.Close()
+	}
+}
