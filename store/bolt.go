@@ -123,28 +123,66 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	// `loopbot db compact` replaces the file while it holds its lock: a process that
+	// opened the old file and waited for the lock would run on the backup. So a file
+	// replaced meanwhile is opened again.
+	for tries := 1; ; tries++ {
+		bdb, replaced, err := openFile(path, o)
+		if err != nil {
+			return nil, err
+		}
+		if !replaced {
+			return &DB{bolt: bdb, path: path, onQuarantine: o.onQuarantine}, nil
+		}
+		_ = bdb.Close()
+		if tries == 3 {
+			return nil, fmt.Errorf("open store %s: the file was replaced while loopbot waited for its lock, %d times", path, tries)
+		}
+	}
+}
+
+// openFile checks and opens the file at path, and reports whether the path names another
+// file by the time its lock was granted, before writing anything to it.
+func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
 	// A damaged file is refused here, before anything reads it where a fault would end
 	// the process (damage.go).
 	if err := verifyFile(path, o.lockTimeout); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var bdb *bolt.DB
+	var file *os.File
 	err := guard(func() error {
 		var err error
-		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				file = f
+				return f, err
+			}})
 		return err
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		return nil, false, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
+	}
+	opened, err := file.Stat()
+	if err == nil {
+		var now os.FileInfo
+		if now, err = os.Stat(path); err == nil && !os.SameFile(opened, now) {
+			return bdb, true, nil
+		}
+	}
+	if err != nil {
+		_ = bdb.Close()
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if err := guard(func() error { return bdb.Update(initSchema) }); err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &DB{bolt: bdb, path: path, onQuarantine: o.onQuarantine}, nil
+	return bdb, false, nil
 }
 
 // initSchema checks the schema version before it creates anything, so that a newer file is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -501,4 +502,85 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		db.Close()
 	}
+}
+
+// TestOpenWaitingOnReplacedFile opens a file whose lock another holds, and replaces the file
+// while Open waits, as `loopbot db compact` does: once the lock is let go, Open must run on
+// the new file, not on the old one that is now the backup.
+func TestOpenWaitingOnReplacedFile(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fdinfo"); err != nil {
+		t.Skip("needs /proc to see that Open waits")
+	}
+	path := putOutbox(t, "notice/1")
+	hold, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	var db *store.DB
+	go func() {
+		var err error
+		db, err = store.Open(path, store.WithLockTimeout(time.Minute))
+		opened <- err
+	}()
+	waitOpenForWriting(t, path)
+
+	copyPath := path + ".new"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	overwrite(t, copyPath, "outbox", "notice/new", `{"key":"notice/new","kind":"notice"}`)
+	if err := os.Rename(copyPath, path); err != nil {
+		t.Fatal(err)
+	}
+	hold.Close()
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var keys []string
+	err = db.View(t.Context(), func(tx bot.Tx) error {
+		items, err := tx.Outbox()
+		for _, it := range items {
+			keys = append(keys, it.Key)
+		}
+		return err
+	})
+	if err != nil || !strings.Contains(strings.Join(keys, " "), "notice/new") {
+		t.Errorf("Open runs on the replaced file: outbox %q, %v", keys, err)
+	}
+}
+
+// waitOpenForWriting waits until this process has path open for reading and writing, which
+// is where Open waits for the lock.
+func waitOpenForWriting(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+			if err != nil || target != path {
+				continue
+			}
+			info, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(info), "\n") {
+				if flags, ok := strings.CutPrefix(line, "flags:"); ok && strings.HasSuffix(strings.TrimSpace(flags), "2") {
+					return // O_RDWR
+				}
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("Open did not open the file for writing within 30s")
 }
