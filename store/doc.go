@@ -43,7 +43,9 @@
 // every panic into an error wrapping ErrDamaged, which names the file and what to do
 // (damage.go). A file that passes is one bbolt can read everywhere. CheckFile does the same
 // and more for `loopbot db check`, and Compact packs a file with bbolt's compaction, keeping
-// the original at BackupPath.
+// the original at BackupPath. Compact swaps the file while it holds the lock, so Open, once
+// granted the lock, checks that the path still names the file it opened, and opens it again
+// if not.
 //
 // A record that is whole but does not decode is quarantined (quarantine.go): in the
 // conversations, approvals, actions, audit and outbox buckets, a getter treats it as absent
