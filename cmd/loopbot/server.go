@@ -179,8 +179,9 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 		return err
 	}
 	s.closers = append(s.closers, unpublish)
-	mux.Handle("/runs", runsHandler(s.db, token))
-	mux.Handle("/runs/", runsHandler(s.db, token))
+	runs := runsHandler(s.db, token)
+	mux.Handle("/runs", runs)
+	mux.Handle("/runs/", runs)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
