@@ -52,10 +52,11 @@ var (
 	bucketAudit         = []byte("audit")
 	bucketOutbox        = []byte("outbox")
 	bucketMeta          = []byte("meta")
+	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine,
 	}
 
 	metaSchemaVersion = []byte("schema_version")
@@ -74,6 +75,12 @@ type DB struct {
 	wmu     sync.Mutex
 	queue   []*write
 	writing bool
+
+	// Records found not to decode, to be moved to the quarantine bucket once the
+	// transaction that found them has ended (quarantine.go), and who is told when one is.
+	qmu          sync.Mutex
+	undecodable  []Quarantined
+	onQuarantine func(Quarantined)
 }
 
 // WriteError returns why the last write failed if no write has committed since, else nil:
@@ -88,7 +95,8 @@ func (db *DB) WriteError() error {
 var _ bot.Store = (*DB)(nil)
 
 type options struct {
-	lockTimeout time.Duration
+	lockTimeout  time.Duration
+	onQuarantine func(Quarantined)
 }
 
 // Option changes how Open opens the database.
@@ -115,18 +123,66 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
+	// `loopbot db compact` replaces the file while it holds its lock: a process that
+	// opened the old file and waited for the lock would run on the backup. So a file
+	// replaced meanwhile is opened again.
+	for tries := 1; ; tries++ {
+		bdb, replaced, err := openFile(path, o)
+		if err != nil {
+			return nil, err
+		}
+		if !replaced {
+			return &DB{bolt: bdb, path: path, onQuarantine: o.onQuarantine}, nil
+		}
+		_ = bdb.Close()
+		if tries == 3 {
+			return nil, fmt.Errorf("open store %s: the file was replaced while loopbot waited for its lock, %d times", path, tries)
+		}
+	}
+}
+
+// openFile checks and opens the file at path, and reports whether the path names another
+// file by the time its lock was granted, before writing anything to it.
+func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
+	// A damaged file is refused here, before anything reads it where a fault would end
+	// the process (damage.go).
+	if err := verifyFile(path, o.lockTimeout); err != nil {
+		return nil, false, err
+	}
+	var bdb *bolt.DB
+	var file *os.File
+	err := guard(func() error {
+		var err error
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				file = f
+				return f, err
+			}})
+		return err
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		return nil, false, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := bdb.Update(initSchema); err != nil {
+	opened, err := file.Stat()
+	if err == nil {
+		var now os.FileInfo
+		if now, err = os.Stat(path); err == nil && !os.SameFile(opened, now) {
+			return bdb, true, nil
+		}
+	}
+	if err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &DB{bolt: bdb, path: path}, nil
+	if err := guard(func() error { return bdb.Update(initSchema) }); err != nil {
+		_ = bdb.Close()
+		return nil, false, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return bdb, false, nil
 }
 
 // initSchema checks the schema version before it creates anything, so that a newer file is
@@ -212,6 +268,8 @@ func (db *DB) Close() error {
 // one disk sync (see group.go), so fn may run more than once: whatever it sets outside the
 // transaction must be set afresh on every call.
 func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
+	// Whatever fn found undecodable is moved aside once its transaction has ended.
+	defer db.quarantine()
 	return db.update(ctx, func(t *tx) error { return fn(t) })
 }
 
@@ -232,7 +290,7 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(t *tx) error) error
 			fnErr = err
 			return err
 		}
-		t := &tx{btx: btx}
+		t := &tx{btx: btx, db: db}
 		defer func() { t.closed = true }()
 		fnErr = fn(t)
 		return fnErr
@@ -243,6 +301,7 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(t *tx) error) error
 	} else {
 		err = db.bolt.View(run)
 	}
+	db.quarantine()
 	if err != nil && fnErr == nil {
 		// The error is bbolt's own (a failed commit, a closed database), not fn's.
 		if writable {

@@ -3,42 +3,148 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
 	"reflect"
+	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/loopbot/loopbot/bot"
 )
 
-// Check runs bbolt's consistency check over the whole file, then checks that the index
-// buckets agree with the buckets they index. It returns the first problem found, or nil.
+// Check checks the whole file: its structure as damage.go does at open (bbolt's
+// consistency check included), that the index buckets agree with the buckets they index,
+// and that every record of a quarantinable bucket decodes. It returns the first problem
+// found, or nil.
 func (db *DB) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return db.bolt.View(func(btx *bolt.Tx) error {
-		var first error
-		// The channel must be drained to the end: the checker's goroutine holds the
-		// transaction until it has sent every error.
-		for err := range btx.Check() {
-			if first == nil {
-				first = fmt.Errorf("check store: %w", err)
-			}
-		}
-		if first != nil {
-			return first
-		}
-		if err := checkRunIndex(btx); err != nil {
-			return fmt.Errorf("check store: %w", err)
-		}
-		if err := checkRunHeads(btx); err != nil {
-			return fmt.Errorf("check store: %w", err)
-		}
-		if err := checkEventIndex(btx); err != nil {
-			return fmt.Errorf("check store: %w", err)
-		}
-		return nil
+	info, err := os.Stat(db.path)
+	if err != nil {
+		return fmt.Errorf("check store: %w", err)
+	}
+	var problems []error
+	err = guard(func() error {
+		return db.bolt.View(func(btx *bolt.Tx) error {
+			problems = checkTx(btx, info.Size())
+			return nil
+		})
 	})
+	if err != nil {
+		return fmt.Errorf("check store: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check store: %w", problems[0])
+	}
+	return nil
+}
+
+// Report is what CheckFile found.
+type Report struct {
+	Path string
+	Size int64 // bytes
+	// Problems are what is wrong, at most a few dozen; none for a sound file.
+	Problems []error
+	// Quarantined are the records moved aside because they did not decode. They are not
+	// problems of the file, but each is something the bot lost.
+	Quarantined []Quarantined
+}
+
+// CheckFile checks the database at path as Check does, opened read-only (it waits for the
+// lock as Open does, so it fails with ErrLocked while loopbot runs on the file), and lists
+// its quarantine. The error is for a file that could not be checked at all, wrapping
+// ErrDamaged when bbolt cannot open it.
+func CheckFile(ctx context.Context, path string, opts ...Option) (*Report, error) {
+	o := options{lockTimeout: DefaultLockTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("check store: %w", err)
+	}
+	if err := inspect(path, o.lockTimeout, false, func(btx *bolt.Tx) []error { return length(btx, info.Size()) }); err != nil {
+		return nil, err
+	}
+	bdb, err := openReadOnly(path, o.lockTimeout, true)
+	if err != nil {
+		return nil, err
+	}
+	defer bdb.Close()
+	r := &Report{Path: path, Size: info.Size()}
+	err = guard(func() error {
+		return bdb.View(func(btx *bolt.Tx) error {
+			r.Problems = checkTx(btx, info.Size())
+			if len(r.Problems) > 0 {
+				return nil
+			}
+			q, err := listQuarantine(btx)
+			if err != nil {
+				r.Problems = append(r.Problems, err)
+			}
+			r.Quarantined = q
+			return nil
+		})
+	})
+	if err != nil {
+		r.Problems = append(r.Problems, err)
+	}
+	return r, nil
+}
+
+// checkTx returns what is wrong in btx, at most a few dozen problems. The indexes and
+// records are looked at only in a file whose structure is sound.
+func checkTx(btx *bolt.Tx, fileSize int64) []error {
+	if problems := structure(btx, fileSize); len(problems) > 0 {
+		return problems
+	}
+	var problems []error
+	for _, check := range []func(*bolt.Tx) error{checkRunIndex, checkRunHeads, checkEventIndex} {
+		if err := check(btx); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return append(problems, checkRecords(btx)...)
+}
+
+// decoders decode the records of each quarantinable bucket, for checkRecords.
+var decoders = map[string]func(data []byte, what string) error{
+	string(bucketConversations): decodes[bot.Conversation],
+	string(bucketApprovals):     decodes[bot.Approval],
+	string(bucketActions):       decodes[bot.Action],
+	string(bucketAudit):         decodes[bot.AuditEntry],
+	string(bucketOutbox):        decodes[bot.OutboxItem],
+}
+
+func decodes[T any](data []byte, what string) error {
+	_, err := decode[T](data, what)
+	return err
+}
+
+// checkRecords reports each record of a quarantinable bucket that does not decode: the bot
+// would quarantine it when it reads it.
+func checkRecords(btx *bolt.Tx) []error {
+	var problems []error
+	for name := range quarantinable {
+		b := btx.Bucket([]byte(name))
+		if b == nil {
+			problems = append(problems, fmt.Errorf("bucket %s is missing", name))
+			continue
+		}
+		_ = b.ForEach(func(k, v []byte) error {
+			if err := decoders[name](v, fmt.Sprintf("%s record %q", name, k)); err != nil && len(problems) < maxProblems {
+				problems = append(problems, err)
+			}
+			return nil
+		})
+	}
+	slices.SortFunc(problems, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return problems
 }
 
 // checkRunIndex checks that run_ids and runs are a one-to-one map whose records carry the

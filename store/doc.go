@@ -23,6 +23,7 @@
 //	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
 //	outbox          item key -> bot.OutboxItem
 //	meta            "schema_version" -> 2
+//	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
 //
 // A run's agent state grows with every step, to tens of kilobytes, and encoding/json reads
 // all of a value even to decode one field of it. So what is decided on without the state
@@ -32,11 +33,32 @@
 // asks for the runs still going whenever one starts or ends; the index makes that as cheap
 // with a long history of finished runs as without.
 //
+// # Damage
+//
+// bbolt reads the file through a memory map, so a page past the end of a file cut short is a
+// SIGBUS and a page of garbage trips one of bbolt's assertions: either ends the process
+// wherever it happens. So Open first opens an existing file read-only and checks it: that
+// the metadata's page count fits the file, then every key and value read once, then bbolt's
+// own consistency check; with memory faults turned into panics (debug.SetPanicOnFault) and
+// every panic into an error wrapping ErrDamaged, which names the file and what to do
+// (damage.go). A file that passes is one bbolt can read everywhere. CheckFile does the same
+// and more for `loopbot db check`, and Compact packs a file with bbolt's compaction, keeping
+// the original at BackupPath. Compact swaps the file while it holds the lock, so Open, once
+// granted the lock, checks that the path still names the file it opened, and opens it again
+// if not.
+//
+// A record that is whole but does not decode is quarantined (quarantine.go): in the
+// conversations, approvals, actions, audit and outbox buckets, a getter treats it as absent
+// (bot.ErrNotFound) and a scan skips it, so one bad outbox item does not stop the dispatcher;
+// once the transaction has ended it is moved to the quarantine bucket in a write of its own,
+// and the hook of WithQuarantineHook is told. The quarantine bucket needs no new schema
+// version: an older loopbot ignores it, and Open creates it in an older file.
+//
 // Open writes SchemaVersion into a new file, migrates an older one in the transaction that
 // opens it (version 1 lacked run_heads and runs_by_status, which are built from runs), and
-// refuses a file with a newer one (ErrSchema). Check runs bbolt's consistency check and
-// verifies that the index buckets agree with the buckets they index, both ways; tests run
-// it after every test.
+// refuses a file with a newer one (ErrSchema). Check runs the checks of Open, verifies that
+// the index buckets agree with the buckets they index, both ways, and that every record of
+// the quarantinable buckets decodes; tests run it after every test.
 //
 // # Caveats
 //

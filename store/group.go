@@ -142,7 +142,7 @@ func (db *DB) commit(group []*write) {
 			default:
 				w.skip = false
 			}
-			t := &tx{btx: btx}
+			t := &tx{btx: btx, db: db}
 			var panicked bool
 			w.err, panicked = call(w.fn, t)
 			if panicked || (w.err != nil && t.wrote) {

@@ -25,6 +25,8 @@ type tx struct {
 	// function that failed before it changed anything, nor a sync for a group that changed
 	// nothing.
 	wrote bool
+	// db is told of records that do not decode, to quarantine them (quarantine.go).
+	db *DB
 }
 
 var _ bot.Tx = (*tx)(nil)
@@ -51,7 +53,14 @@ func get[T any](t *tx, bucket []byte, key, what string) (*T, error) {
 	if data == nil {
 		return nil, fmt.Errorf("%s %s: %w", what, key, bot.ErrNotFound)
 	}
-	return decode[T](data, what+" "+key)
+	v, err := decode[T](data, what+" "+key)
+	if err != nil && quarantinable[string(bucket)] {
+		// A record that cannot be read is as good as absent; it is moved aside once
+		// this transaction ends.
+		t.undecodable(bucket, []byte(key), data, err)
+		return nil, fmt.Errorf("%w (quarantined): %w", err, bot.ErrNotFound)
+	}
+	return v, err
 }
 
 // put stores v as JSON under key.
@@ -83,6 +92,12 @@ func scan[T any](t *tx, bucket []byte, what string, keep func(*T) bool) ([]*T, e
 	var out []*T
 	err = b.ForEach(func(k, v []byte) error {
 		rec, err := decode[T](v, what+" "+string(k))
+		if err != nil && quarantinable[string(bucket)] {
+			// One bad record must not hide the rest: it is skipped, and moved aside
+			// once this transaction ends.
+			t.undecodable(bucket, k, v, err)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

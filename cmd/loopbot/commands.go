@@ -17,30 +17,19 @@ import (
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store"
 )
 
-// runs lists the runs of the database, or shows one run's transcript. It opens the database
-// read-only in spirit: it only views, and it fails fast with the lock error when a serving
-// loopbot holds the file.
+// runs lists the runs of the database, or shows one run's transcript. It only views; when a
+// serving loopbot holds the file, it asks that one over its admin endpoint (runsremote.go).
 func (m *Main) runs(ctx context.Context) error {
-	db, err := store.Open(m.Config.Store.Path, store.WithLockTimeout(time.Duration(m.Config.Store.LockTimeout)))
+	src, err := m.openRuns()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer src.close()
 	if len(m.args) == 2 {
 		id := m.args[1]
-		var rec *bot.RunRecord
-		var audit []bot.AuditEntry
-		err := db.View(ctx, func(tx bot.Tx) error {
-			var err error
-			if rec, err = tx.Run(id); err != nil {
-				return err
-			}
-			audit, err = tx.Audit(id)
-			return err
-		})
+		rec, audit, err := src.run(ctx, id)
 		if errors.Is(err, bot.ErrNotFound) {
 			return fmt.Errorf("no run %q in %s", id, m.Config.Store.Path)
 		}
@@ -49,12 +38,8 @@ func (m *Main) runs(ctx context.Context) error {
 		}
 		return writeTranscript(m.Stdout, rec, audit)
 	}
-	var runs []*bot.RunRecord
-	if err := db.View(ctx, func(tx bot.Tx) error {
-		var err error
-		runs, err = tx.Runs(bot.RunFilter{})
-		return err
-	}); err != nil {
+	runs, err := src.runs(ctx)
+	if err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
 	return writeRuns(m.Stdout, runs)

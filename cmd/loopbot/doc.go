@@ -1,15 +1,18 @@
 // Command loopbot is the chat-platform agent bot: it serves Slack, Discord and a local web
-// console from one agent loop, and offers commands to check the configuration and to read the
-// runs in its database.
+// console from one agent loop, and offers commands to check the configuration, to read the
+// runs in its database and to check and compact the database.
 //
 //	loopbot [flags]                 serve (the default command)
 //	loopbot check [-online]         validate the config; list the tools; try the credentials
 //	loopbot runs                    list the runs in the database
 //	loopbot runs show ID            the transcript of one run
+//	loopbot db check                check the database file and list its quarantine
+//	loopbot db compact              pack the database file, keeping the original as FILE.bak
 //	loopbot version                 print the version
 //
 // It is wiring only: it reads flags, the config file and the environment, builds the store,
 // the model clients, the tools, the agent, the bot and the platform adapters, serves /healthz
-// and /metrics, and turns SIGINT and SIGTERM into an orderly stop. Main (ParseFlags, Run,
+// and /metrics (and, for `loopbot runs` in another process, the runs, with a token it writes
+// next to the database: runsremote.go), and turns SIGINT and SIGTERM into an orderly stop. Main (ParseFlags, Run,
 // Close) lets a test boot the whole daemon on a temporary directory.
 package main

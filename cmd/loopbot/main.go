@@ -81,7 +81,7 @@ func (m *Main) ParseFlags(ctx context.Context, args []string) error {
 	fs.StringVar(&m.flags.web, "web", "", "web console address (overrides [web] addr)")
 	fs.StringVar(&m.flags.logLevel, "log-level", "", "debug, info, warn or error (overrides [log] level)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: loopbot [flags] [serve | check [-online] | runs [show ID] | version]")
+		fmt.Fprintln(fs.Output(), "usage: loopbot [flags] [serve | check [-online] | runs [show ID] | db check | db compact | version]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -112,8 +112,13 @@ func (m *Main) ParseFlags(ctx context.Context, args []string) error {
 			return errors.New("usage: loopbot runs [show ID]")
 		}
 		m.args = rest
+	case "db":
+		if len(rest) != 1 || (rest[0] != "check" && rest[0] != "compact") {
+			return errors.New("usage: loopbot db check | loopbot db compact")
+		}
+		m.args = rest
 	default:
-		return fmt.Errorf("unknown command %q (want serve, check, runs or version)", m.command)
+		return fmt.Errorf("unknown command %q (want serve, check, runs, db or version)", m.command)
 	}
 	if m.command == "version" {
 		return nil
@@ -156,6 +161,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.check(ctx)
 	case "runs":
 		return m.runs(ctx)
+	case "db":
+		return m.db(ctx)
 	}
 	srv, err := startServer(ctx, m.Config, m.Logger)
 	if err != nil {

@@ -27,6 +27,7 @@ type metrics struct {
 	chatLimited *prometheus.CounterVec
 	approvals   *prometheus.HistogramVec
 	abandoned   *prometheus.CounterVec
+	quarantined *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -60,8 +61,11 @@ func newMetrics() *metrics {
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loopbot_tool_calls_abandoned_total", Help: "Tool calls the loop stopped waiting for because they did not return after their context ended.",
 		}, []string{"tool"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopbot_store_quarantined_total", Help: "Stored records moved to the quarantine because they did not decode, by bucket.",
+		}, []string{"bucket"}),
 	}
-	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.abandoned,
+	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.abandoned, m.quarantined,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -48,12 +48,13 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 		}
 	}()
 
-	s.db, err = store.Open(cfg.Store.Path, store.WithLockTimeout(time.Duration(cfg.Store.LockTimeout)))
+	met := newMetrics()
+	s.db, err = store.Open(cfg.Store.Path, store.WithLockTimeout(time.Duration(cfg.Store.LockTimeout)),
+		store.WithQuarantineHook(func(q store.Quarantined) { quarantined(log, met, q) }))
 	if err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, func(context.Context) error { return s.db.Close() })
-	met := newMetrics()
 	met.watchRuns(s.db)
 
 	models, err := s.models(ctx, cfg, met)
@@ -172,6 +173,16 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(met.reg, promhttp.HandlerOpts{}))
+	// `loopbot runs` asks here while this process holds the database (runsremote.go).
+	token, unpublish, err := publishAdmin(s.db.Path(), s.adminAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.closers = append(s.closers, unpublish)
+	runs := runsHandler(s.db, token)
+	mux.Handle("/runs", runs)
+	mux.Handle("/runs/", runs)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
