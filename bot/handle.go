@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -106,7 +105,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	text := strings.TrimSpace(ev.Text)
 	var notice string
 	switch {
-	case !b.mayStart(ev):
+	case !b.cfg.Policy.mayStart(ev):
 		notice = noticeNotAllowed
 	case text == "" && ev.Kind == EventReply:
 	case text == "":
@@ -243,7 +242,7 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		case rec.Status.Terminal():
 			res.Notice = noticeEnded
 			return nil
-		case !b.mayControl(rec, who):
+		case !b.cfg.Policy.mayControl(rec, who):
 			res.Notice = noticeNoControl
 			return nil
 		}
@@ -321,7 +320,7 @@ func (b *Bot) resume(ctx context.Context, who User, from ThreadRef, act *Action)
 		case rec.Status != agent.StatusAwaitingInput || rec.ContinueAction != act.ID:
 			res.Notice = noticeNotWaiting
 			return nil
-		case !b.mayControl(rec, who):
+		case !b.cfg.Policy.mayControl(rec, who):
 			res.Notice = noticeNoControl
 			return nil
 		}
@@ -354,7 +353,7 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 			return nil
 		}
 		now := b.clock.stamp()
-		if msg := b.refuseDecision(ap, who, v.outcome == ApprovalApproved, now); msg != "" {
+		if msg := b.cfg.Policy.refuseDecision(ap, who, v.outcome == ApprovalApproved, now); msg != "" {
 			res.Notice = msg
 			return nil
 		}
@@ -373,66 +372,6 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 		b.decided(decided.Status, decided.DecidedAt.Sub(decided.CreatedAt))
 	}
 	return res, err
-}
-
-// refuseDecision says why who may not decide on ap now, or "" if they may.
-func (b *Bot) refuseDecision(ap *Approval, who User, approve bool, now time.Time) string {
-	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
-	switch ap.Status {
-	case ApprovalApproved:
-		return "Already approved by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
-	case ApprovalRejected:
-		return "Already rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
-	case ApprovalExpired:
-		return "This request expired at " + when(ap.DecidedAt) + "; the call was not run."
-	case ApprovalCancelled:
-		return "The run was cancelled; this request is closed."
-	}
-	if !now.Before(ap.ExpiresAt) {
-		return "This request expired at " + when(ap.ExpiresAt) + "; the call will not run."
-	}
-	p := b.cfg.Policy
-	requester := who.ID == ap.Requester.ID
-	approver := slices.Contains(p.Approvers, who.ID)
-	var allowed bool
-	switch p.ApproveBy {
-	case ApproveByApprovers:
-		allowed = approver
-	case ApproveByChannel:
-		allowed = approver || b.userAllowed(who)
-	default:
-		allowed = approver || requester
-	}
-	// Saying no to one's own run is always allowed: it can only make the run do less.
-	if !approve && requester {
-		allowed = true
-	}
-	if !allowed {
-		return "You are not allowed to decide on this request."
-	}
-	if approve && requester && ap.Risk >= agent.RiskDangerous && p.dangerousNeedsOther() {
-		return "This call is dangerous: someone other than the person who started the run must approve it."
-	}
-	return ""
-}
-
-// mayStart applies the channel and user allowlists.
-func (b *Bot) mayStart(ev Event) bool {
-	ch := b.cfg.Policy.AllowedChannels
-	return (len(ch) == 0 || slices.Contains(ch, ev.Thread.Channel)) && b.userAllowed(ev.User)
-}
-
-func (b *Bot) userAllowed(u User) bool {
-	us := b.cfg.Policy.AllowedUsers
-	return len(us) == 0 || slices.Contains(us, u.ID)
-}
-
-// mayControl says whether who may cancel or continue rec: its requester, an approver, or
-// anyone allowed to use the bot when approvals are the channel's business.
-func (b *Bot) mayControl(rec *RunRecord, who User) bool {
-	p := b.cfg.Policy
-	return who.ID == rec.Requester.ID || slices.Contains(p.Approvers, who.ID) ||
-		p.ApproveBy == ApproveByChannel && b.userAllowed(who)
 }
 
 // displayName is how a person is named in messages and decisions.
