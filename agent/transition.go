@@ -91,9 +91,14 @@ func (st *State) Exhaust(reason, answer string, now time.Time) error {
 }
 
 // Fail ends a run that is not over yet because it cannot go on. reason is the safe summary
-// a person sees.
+// a person sees. A state whose status is not even valid (a damaged record) may fail too: that
+// is how the bot stops retrying it.
 func (st *State) Fail(reason string, now time.Time) error {
-	if err := st.move("fail", StatusFailed, now, StatusQueued, StatusRunning, StatusAwaitingApproval, StatusAwaitingInput); err != nil {
+	from := st.Status
+	if from.Terminal() {
+		return fmt.Errorf("%w: cannot fail a %s run", ErrTransition, from)
+	}
+	if err := st.move("fail", StatusFailed, now, from); err != nil {
 		return err
 	}
 	st.Pause = nil

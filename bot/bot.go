@@ -23,42 +23,38 @@ var errShutdown = errors.New("loopbot is shutting down")
 
 // Bot turns events into runs and runs into messages. Build it with New, call Start, feed it
 // events with Handle, and Stop it.
+//
+// Bot is the front door. Behind it each concurrent role is a type of its own, with its own
+// state: Handle (handle.go) answers events, the scheduler (scheduler.go) works on runs, the
+// dispatcher (dispatcher.go) sends the outbox and the sweeper (sweeper.go) expires
+// approvals. Every rule they apply inside a store transaction is in records (records.go).
 type Bot struct {
 	cfg       Config
 	store     Store
-	agent     *agent.Agent
 	platforms map[string]Platform
-	now       func() time.Time
 	log       *slog.Logger
-	newID     func() string
 	redactor  *Redactor
+	clock     *clock
+	recs      *records
 	// decided is told of every stored approval decision (WithDecisionHook).
 	decided func(outcome ApprovalStatus, wait time.Duration)
 
-	// wakeRuns and wakeOutbox nudge the scheduler and the dispatcher; both are buffered with
-	// room for one, so a nudge never blocks and many nudges fold into one pass.
-	wakeRuns   chan struct{}
-	wakeOutbox chan struct{}
+	sched *scheduler
+	disp  *dispatcher
+	sweep *sweeper
 
+	// The options, until New has applied them.
+	now   func() time.Time
+	newID func() string
+
+	loops      sync.WaitGroup // the scheduler's and the sweeper's loops
+	stopLoops  context.CancelCauseFunc
+	stopOutbox context.CancelCauseFunc
+
+	// mu guards the lifecycle flags only.
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	// running holds the cancel function of every run goroutine, by run ID.
-	running map[string]context.CancelCauseFunc
-	// held are runs that failed in a way retrying cannot fix and that could not be marked
-	// failed either; they are left alone until the next process.
-	held map[string]bool
-	// saveFailures counts the failed saves in a row of each run, for retryDelay.
-	saveFailures map[string]int
-	stopLoops    context.CancelCauseFunc
-	stopOutbox   context.CancelCauseFunc
-	flush        chan struct{} // closed by Stop: the dispatcher makes a last pass and returns
-	outboxDone   chan struct{}
-	runs         sync.WaitGroup // run goroutines
-	loops        sync.WaitGroup // scheduler and sweeper
-
-	stampMu sync.Mutex
-	last    time.Time
 }
 
 // Option configures a Bot.
@@ -102,20 +98,12 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	b := &Bot{
-		cfg:          cfg.Defaults(),
-		store:        store,
-		agent:        ag,
-		platforms:    make(map[string]Platform, len(platforms)),
-		now:          time.Now,
-		log:          slog.Default(),
-		newID:        NewID,
-		wakeRuns:     make(chan struct{}, 1),
-		wakeOutbox:   make(chan struct{}, 1),
-		running:      map[string]context.CancelCauseFunc{},
-		held:         map[string]bool{},
-		saveFailures: map[string]int{},
-		flush:        make(chan struct{}),
-		outboxDone:   make(chan struct{}),
+		cfg:       cfg.Defaults(),
+		store:     store,
+		platforms: make(map[string]Platform, len(platforms)),
+		now:       time.Now,
+		log:       slog.Default(),
+		newID:     NewID,
 	}
 	for _, p := range platforms {
 		if _, dup := b.platforms[p.Name()]; dup {
@@ -130,6 +118,12 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		b.decided = func(ApprovalStatus, time.Duration) {}
 	}
 	b.redactor = NewRedactor(b.cfg.Redact)
+	b.clock = &clock{now: b.now}
+	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
+	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log}
+	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
+	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.disp.poke)
+	b.sweep = newSweeper(store, b.recs, b.log, expiry, b.decided, func() { b.sched.poke(); b.disp.poke() })
 	return b, nil
 }
 
@@ -140,12 +134,20 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 // end does not stop the bot (Stop does).
 func (b *Bot) Start(ctx context.Context) error {
 	b.mu.Lock()
+	busy := b.started || b.stopped
+	b.mu.Unlock()
+	if busy {
+		return errors.New("start bot: already started")
+	}
+	// The refresh is done before the bot counts as started, with no lock held: queueing the
+	// same card edits twice (two Starts racing) changes nothing.
+	if err := b.store.Update(ctx, b.recs.refreshCards); err != nil {
+		return fmt.Errorf("start bot: %w", err)
+	}
+	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.started || b.stopped {
 		return errors.New("start bot: already started")
-	}
-	if err := b.refreshCards(ctx); err != nil {
-		return fmt.Errorf("start bot: %w", err)
 	}
 	b.started = true
 	base := context.WithoutCancel(ctx)
@@ -153,11 +155,11 @@ func (b *Bot) Start(ctx context.Context) error {
 	outCtx, stopOutbox := context.WithCancelCause(base)
 	b.stopLoops, b.stopOutbox = stopLoops, stopOutbox
 	b.loops.Add(2)
-	go func() { defer b.loops.Done(); b.schedule(loopCtx) }()
-	go func() { defer b.loops.Done(); b.sweep(loopCtx) }()
-	go func() { defer close(b.outboxDone); b.dispatch(outCtx) }()
-	b.poke(b.wakeRuns)
-	b.poke(b.wakeOutbox)
+	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
+	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()
+	go func() { defer close(b.disp.done); b.disp.loop(outCtx) }()
+	b.sched.poke()
+	b.disp.poke()
 	return nil
 }
 
@@ -173,83 +175,30 @@ func (b *Bot) Stop(ctx context.Context) error {
 	}
 	b.stopped = true
 	started := b.started
-	for _, cancel := range b.running {
-		cancel(errShutdown)
-	}
 	b.mu.Unlock()
+	b.sched.stop()
 	if !started {
 		return nil
 	}
 	b.stopLoops(errShutdown)
 	waited := make(chan struct{})
-	go func() { b.runs.Wait(); b.loops.Wait(); close(waited) }()
+	go func() { b.sched.runs.Wait(); b.loops.Wait(); close(waited) }()
 	var err error
 	select {
 	case <-waited:
 	case <-ctx.Done():
 		err = fmt.Errorf("stop bot: runs still saving: %w", context.Cause(ctx))
 	}
-	close(b.flush)
+	close(b.disp.flush)
 	select {
-	case <-b.outboxDone:
+	case <-b.disp.done:
 	case <-ctx.Done():
 		b.stopOutbox(errShutdown)
-		<-b.outboxDone
+		<-b.disp.done
 		if err == nil {
 			err = fmt.Errorf("stop bot: outbox not flushed: %w", context.Cause(ctx))
 		}
 	}
 	b.stopOutbox(errShutdown)
 	return err
-}
-
-// refreshCards queues an edit of the status card of every run that is not over and of the
-// card of every pending approval. The cards are rendered from the store, so they show the
-// state the new process starts from, and a platform that lost its view of a thread while
-// loopbot was down (the web console keeps its threads in memory) gets it back with working
-// buttons. Editing a card that is already up to date changes nothing a person sees.
-func (b *Bot) refreshCards(ctx context.Context) error {
-	return b.store.Update(ctx, func(tx Tx) error {
-		runs, err := tx.Runs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput}})
-		if err != nil {
-			return err
-		}
-		now := b.stamp()
-		for _, rec := range runs {
-			if err := b.putOutbox(tx, rec.Thread, now, OutboxItem{Key: "card/" + rec.ID, Kind: OutboxCard, RunID: rec.ID}); err != nil {
-				return err
-			}
-		}
-		pending, err := tx.Approvals("")
-		if err != nil {
-			return err
-		}
-		for _, ap := range pending {
-			if err := b.putOutbox(tx, ap.Thread, now, OutboxItem{Key: "approval/" + ap.ID, Kind: OutboxApprovalCard, RunID: ap.RunID, ApprovalID: ap.ID}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// poke nudges a background loop without blocking.
-func (b *Bot) poke(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// stamp is the clock's time, made strictly later than the last stamp, so that records
-// written in one instant (or under a frozen test clock) still sort in the order written.
-func (b *Bot) stamp() time.Time {
-	b.stampMu.Lock()
-	defer b.stampMu.Unlock()
-	t := b.now().UTC()
-	if !t.After(b.last) {
-		t = b.last.Add(time.Nanosecond)
-	}
-	b.last = t
-	return t
 }

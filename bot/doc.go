@@ -10,42 +10,57 @@
 //	    implement Platform (post, update, ephemeral notice)
 //	          |  Event                         ^  Message
 //	          v                                |
-//	bot   Handle: dedupe, policy, start / continue / decide / cancel  -> Store (one transaction)
-//	      run manager: one goroutine per active run, agent.Agent.Run with a checkpoint that
-//	          saves the state and the outbox record of what to post in one transaction
-//	      dispatcher: reads the outbox, renders cards from the stored state, paces edits per
-//	          channel, honours RateLimitError, redacts secrets, calls Platform
-//	      sweeper: expires approvals nobody decided on, forgets old event claims
+//	bot   Bot, the front door: New, Handle, Start, Stop
+//	      Handle (handle.go): dedupe, policy, start / continue / decide / cancel
+//	          -> records (records.go): every rule run inside one Store transaction
+//	      scheduler (scheduler.go): one goroutine per active run, agent.Agent.Run with a
+//	          checkpoint that saves the state and the outbox record of what to post
+//	      dispatcher (dispatcher.go): reads the outbox, renders cards from the stored state
+//	          (render.go), paces edits per channel, honours RateLimitError, redacts
+//	          secrets, calls Platform
+//	      sweeper (sweeper.go): expires approvals nobody decided on, forgets old claims
 //	          |
 //	          v
 //	agent  the loop: State, Model, Tool, budgets, approvals (knows nothing of chat or disks)
 //
-// Handle (handle.go) only touches the store, so adapters acknowledge the platform first and
-// still answer within its deadline. A delivery is claimed by its ID before anything else,
-// so a platform retry never starts a second run. Every decision that changes a run is one
-// Update transaction that checks and writes together: a button's Action is looked up by its
-// opaque ID, the Approval must still be pending and not expired and the clicker allowed by
-// the Policy, and the decision, the run state, the audit entry and the outbox items commit
-// at once. Of two clicks racing, one finds nothing pending.
+// Adapters consume the bot through Handler (handler.go), one method that *Bot implements.
+// Handle only touches the store, so adapters acknowledge the platform first and still
+// answer within its deadline. A delivery is claimed by its ID before anything else, so a
+// platform retry never starts a second run. Every decision that changes a run is one
+// Update transaction that checks and writes together: a button's Action is looked up by
+// its opaque ID, the click must come from the thread and platform the button was drawn in,
+// the Approval must still be pending and not expired, the clicker allowed by the Policy
+// (policy.go) and the call's arguments unchanged since the request, and the decision, the
+// run state, the audit entry and the outbox items commit at once. Of two clicks racing, one
+// finds nothing pending.
 //
-// The run manager (runs.go) is a scheduler woken whenever a run may have become ready: it
-// starts a goroutine for every run stored as queued or running, oldest first, up to
-// Config.MaxConcurrentRuns. A goroutine calls agent.Agent.Run; the checkpoint hook stores
-// the state and, by comparing the new status with the stored one, what the transition
-// calls for: a refreshed status card, approval requests with their buttons, a question,
-// the answer or a failure summary. When a run ends, the thread's next queued goal becomes
-// a run that sees the thread's earlier goals and answers. A person's cancel reaches a
-// working run as its context's cause agent.ErrCancelled; Stop cancels with a shutdown
-// cause instead, and the run resumes from its checkpoint in the next process.
+// The rules that run inside a transaction live in one type, records: creating a run, the
+// transition a checkpoint or a decision calls for, requesting approvals, the one settle
+// function that serves a person's decision and the sweeper's expiry alike, closing
+// approvals, cancelling and failing a run, the thread's next queued goal, and one
+// constructor per kind of outbox item. deriveStatus is the only place RunRecord.Status is
+// set: the record's status follows its state's. records holds no lock and no state;
+// clock.go stamps what it writes in order.
 //
-// The dispatcher (outbox.go) is one goroutine. It renders every item from the records as
-// they are when it is sent (render.go), so a card that waited shows the latest state, and
-// status card items share a key per run, so a burst of states is one edit. Calls to a
-// channel are spaced Config.EditInterval apart; a RateLimitError holds that channel, and
-// only that channel, for its RetryAfter; other failures back off per channel and are
-// dropped after a bounded number of attempts, a PermanentError at once. A card's first
-// post stores its MessageRef, and later states edit it in place. Everything posted goes
-// through the Redactor first.
+// The scheduler is woken whenever a run may have become ready: it starts a goroutine for
+// every run stored as queued or running, oldest first, up to Config.MaxConcurrentRuns. A
+// goroutine calls agent.Agent.Run; the checkpoint hook stores the state and, by comparing
+// the new status with the stored one, what the transition calls for: a refreshed status
+// card, approval requests with their buttons, a question, the answer or a failure summary.
+// When a run ends, the thread's next queued goal becomes a run that sees the thread's
+// earlier goals and answers. A person's cancel reaches a working run as its context's
+// cause agent.ErrCancelled, sent after the cancel's audit entry commits (no lock is held
+// across that write); Stop cancels with a shutdown cause instead, and the run resumes from
+// its checkpoint in the next process. The scheduler's lock guards only its own maps.
+//
+// The dispatcher is one goroutine that owns all of its state, so it needs no lock. It
+// renders every item from the records as they are when it is sent, so a card that waited
+// shows the latest state, and status card items share a key per run, so a burst of states
+// is one edit. Calls to a channel are spaced Config.EditInterval apart; a RateLimitError
+// holds that channel, and only that channel, for its RetryAfter; other failures back off
+// per channel and are dropped after a bounded number of attempts, a PermanentError at
+// once. A card's first post stores its MessageRef, and later states edit it in place.
+// Everything posted goes through the Redactor first.
 //
 // The package defines the interfaces it consumes (Platform, Store) and holds no third-party
 // chat, storage or model types. Package store implements Store on bbolt; cmd/loopbot wires

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +24,7 @@ const (
 	noticeNotWaiting   = "This run is not waiting for that any more."
 	noticeNoControl    = "Only the person who started this run or an approver can do that."
 	noticeCancelling   = "Cancelling the run."
+	noticeOtherThread  = "This button belongs to another thread."
 )
 
 // Handle takes one event from an adapter. It only reads and writes the store (never a model
@@ -56,7 +56,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	}
 	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
 	if !goal {
-		first, err := b.store.ClaimEvent(ctx, ev.ID, b.now(), time.Duration(b.cfg.DedupeTTL))
+		first, err := b.store.ClaimEvent(ctx, ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
 		if err != nil {
 			return Result{}, fmt.Errorf("claim event %s: %w", ev.ID, err)
 		}
@@ -82,8 +82,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("handle %s event %s: %w", ev.Kind, ev.ID, err)
 	}
-	b.poke(b.wakeRuns)
-	b.poke(b.wakeOutbox)
+	b.sched.poke()
+	b.disp.poke()
 	res.Notice = b.redactor.Redact(res.Notice)
 	return res, nil
 }
@@ -93,7 +93,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 // input is its answer; anything else waits in the thread's queue.
 func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	claim := func(tx Tx) error {
-		first, err := tx.ClaimEvent(ev.ID, b.now(), time.Duration(b.cfg.DedupeTTL))
+		first, err := tx.ClaimEvent(ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
 		switch {
 		case err != nil:
 			return err
@@ -105,7 +105,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	text := strings.TrimSpace(ev.Text)
 	var notice string
 	switch {
-	case !b.mayStart(ev):
+	case !b.cfg.Policy.mayStart(ev):
 		notice = noticeNotAllowed
 	case text == "" && ev.Kind == EventReply:
 	case text == "":
@@ -128,7 +128,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if conv.Active == "" {
-			rec, err := b.newRun(tx, conv, ev.User, text)
+			rec, err := b.recs.newRun(tx, conv, ev.User, text)
 			if err != nil {
 				return err
 			}
@@ -140,28 +140,12 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if ev.Kind != EventReply || rec.Status != agent.StatusAwaitingInput {
-			return b.queue(tx, conv, ev, text)
+			return b.recs.queueGoal(tx, conv, ev.ID, ev.User, text)
 		}
-		prev := rec.Status
-		if err := rec.State.Respond(text, displayName(ev.User)); err != nil {
-			return err
-		}
-		rec.Status = rec.State.Status
 		res.RunID = rec.ID
-		return b.transition(tx, rec, prev)
+		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
 	return res, err
-}
-
-// queue puts a goal behind the thread's active run and tells the thread.
-func (b *Bot) queue(tx Tx, conv *Conversation, ev Event, goal string) error {
-	now := b.stamp()
-	conv.Queue = append(conv.Queue, QueuedGoal{EventID: ev.ID, User: ev.User, Text: goal, At: now})
-	if err := tx.PutConversation(conv); err != nil {
-		return err
-	}
-	text := fmt.Sprintf("Queued %s's request; it starts when the current run in this thread ends (%d waiting).", displayName(ev.User), len(conv.Queue))
-	return b.putOutbox(tx, conv.Thread, now, OutboxItem{Key: "notice/" + b.newID(), Kind: OutboxNotice, Text: text})
 }
 
 // conversation returns the thread's conversation, a new one if the thread has none yet.
@@ -231,18 +215,19 @@ func (b *Bot) cancelThread(ctx context.Context, ev Event) (Result, error) {
 	if active == "" {
 		return Result{Notice: noticeNothingToRun}, nil
 	}
-	return b.cancelRun(ctx, ev.User, active)
+	return b.cancelRun(ctx, ev.User, ev.Thread, active)
 }
 
-// cancelRun ends a run for who. A run its goroutine is working on is cancelled through the
-// goroutine's context with agent.ErrCancelled, and the loop saves the cancelled state; any
-// other run (queued, paused) is cancelled in the store directly. b.mu is held across that
-// write so the scheduler cannot start the run in between: a goroutine it starts afterwards
-// loads the cancelled state and stops at once.
-func (b *Bot) cancelRun(ctx context.Context, who User, runID string) (Result, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// cancelRun ends a run for who, who acted in thread from. A run its goroutine is working on
+// is cancelled through the goroutine's context with agent.ErrCancelled, and the loop saves
+// the cancelled state; any other run (queued, paused) is cancelled in the store directly.
+// No lock is held across the store write: a goroutine the scheduler starts meanwhile either
+// loads the cancelled state and stops at once or finds the run ended at its first
+// checkpoint (errRunEnded), and a goroutine that ends between the write and the interrupt
+// leaves the cancel to settleCancel.
+func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID string) (Result, error) {
 	res := Result{RunID: runID}
+	reason := "Cancelled by " + displayName(who) + "."
 	err := b.store.Update(ctx, func(tx Tx) error {
 		res.Notice = ""
 		rec, err := tx.Run(runID)
@@ -250,64 +235,44 @@ func (b *Bot) cancelRun(ctx context.Context, who User, runID string) (Result, er
 			return err
 		}
 		switch {
+		case !fromThread(from, rec.Thread):
+			b.log.Warn("cancel from another thread refused", "run", runID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
+			res.Notice = noticeOtherThread
+			return nil
 		case rec.Status.Terminal():
 			res.Notice = noticeEnded
 			return nil
-		case !b.mayControl(rec, who):
+		case !b.cfg.Policy.mayControl(rec, who):
 			res.Notice = noticeNoControl
 			return nil
 		}
-		now := b.stamp()
+		now := b.clock.stamp()
 		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: "cancel", RunID: runID}); err != nil {
 			return err
 		}
-		if b.running[runID] != nil && !rec.Status.Paused() {
+		if b.sched.isRunning(runID) && !rec.Status.Paused() {
 			// The cancel itself is the goroutine's to save, after this commits (below).
 			res.Notice = noticeCancelling
 			return nil
 		}
-		return b.cancelInTx(tx, rec, "Cancelled by "+displayName(who)+".", now)
+		return b.recs.cancel(tx, rec, reason, now)
 	})
-	if err == nil && res.Notice == noticeCancelling {
-		b.running[runID](agent.ErrCancelled)
+	if err == nil && res.Notice == noticeCancelling && !b.sched.interrupt(runID, agent.ErrCancelled) {
+		// The goroutine ended after the check: the run paused or ended meanwhile, and nothing
+		// works on it now, so it is cancelled in the store unless it is over.
+		err = b.sched.settleCancel(ctx, runID, reason)
 	}
 	return res, err
 }
 
-// cancelInTx cancels a run that no goroutine is advancing, closes its approvals and stores
-// it with what the transition calls for.
-func (b *Bot) cancelInTx(tx Tx, rec *RunRecord, reason string, now time.Time) error {
-	prev := rec.Status
-	if err := rec.State.Cancel(reason, now); err != nil {
-		return err
-	}
-	rec.Status = rec.State.Status
-	if err := b.closeApprovals(tx, rec, ApprovalCancelled, now); err != nil {
-		return err
-	}
-	return b.transition(tx, rec, prev)
-}
-
-// closeApprovals settles the run's pending approvals as status, since the run ended without
-// them, and queues the edit of their cards.
-func (b *Bot) closeApprovals(tx Tx, rec *RunRecord, status ApprovalStatus, now time.Time) error {
-	aps, err := tx.Approvals(rec.ID)
-	if err != nil {
-		return err
-	}
-	for _, ap := range aps {
-		if ap.Status != ApprovalPending {
-			continue
-		}
-		ap.Status, ap.DecidedAt = status, now
-		if err := tx.PutApproval(ap); err != nil {
-			return err
-		}
-		if err := b.putOutbox(tx, rec.Thread, now, OutboxItem{Key: "approval/" + ap.ID, Kind: OutboxApprovalCard, RunID: rec.ID, ApprovalID: ap.ID}); err != nil {
-			return err
-		}
-	}
-	return nil
+// fromThread reports whether a click that came from thread from may act on something that
+// lives in thread home: a button copied to another thread or platform (or sent with another
+// thread's ID to the web console) must not decide there. The channel must match as well,
+// except when the adapter did not learn the thread's channel and let the thread stand for
+// it (a Discord button on a payload without its channel).
+func fromThread(from, home ThreadRef) bool {
+	return from.Platform == home.Platform && from.Thread == home.Thread &&
+		(from.Channel == home.Channel || from.Channel == from.Thread)
 }
 
 // click handles a button: the action ID is looked up, and only what the store binds to it
@@ -328,18 +293,18 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 	}
 	switch act.Kind {
 	case ActionApprove, ActionReject:
-		return b.decide(ctx, ev.User, act)
+		return b.decide(ctx, ev.User, ev.Thread, act)
 	case ActionCancel, ActionStop:
-		return b.cancelRun(ctx, ev.User, act.RunID)
+		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
-		return b.resume(ctx, ev.User, act)
+		return b.resume(ctx, ev.User, ev.Thread, act)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil
 }
 
 // resume continues a run paused as stuck, after failures or by the sanity check.
-func (b *Bot) resume(ctx context.Context, who User, act *Action) (Result, error) {
+func (b *Bot) resume(ctx context.Context, who User, from ThreadRef, act *Action) (Result, error) {
 	res := Result{RunID: act.RunID}
 	err := b.store.Update(ctx, func(tx Tx) error {
 		res.Notice = ""
@@ -348,31 +313,32 @@ func (b *Bot) resume(ctx context.Context, who User, act *Action) (Result, error)
 			return err
 		}
 		switch {
+		case !fromThread(from, rec.Thread):
+			b.log.Warn("continue from another thread refused", "run", rec.ID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
+			res.Notice = noticeOtherThread
+			return nil
 		case rec.Status != agent.StatusAwaitingInput || rec.ContinueAction != act.ID:
 			res.Notice = noticeNotWaiting
 			return nil
-		case !b.mayControl(rec, who):
+		case !b.cfg.Policy.mayControl(rec, who):
 			res.Notice = noticeNoControl
 			return nil
 		}
-		prev := rec.Status
-		if err := rec.State.Respond("", displayName(who)); err != nil {
+		if err := tx.AppendAudit(AuditEntry{At: b.clock.stamp(), Actor: who, Action: "continue", RunID: rec.ID}); err != nil {
 			return err
 		}
-		rec.Status = rec.State.Status
-		now := b.stamp()
-		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: "continue", RunID: rec.ID}); err != nil {
-			return err
-		}
-		return b.transition(tx, rec, prev)
+		return b.recs.respond(tx, rec, "", displayName(who))
 	})
 	return res, err
 }
 
-// decide applies an Approve or Reject click. Everything is checked and changed in one
-// transaction, so of two clicks racing only one finds the approval pending.
-func (b *Bot) decide(ctx context.Context, who User, act *Action) (Result, error) {
-	approve := act.Kind == ActionApprove
+// decide applies an Approve or Reject click from thread from. Everything is checked and
+// changed in one transaction, so of two clicks racing only one finds the approval pending.
+func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action) (Result, error) {
+	v := verdict{outcome: ApprovalRejected, by: who}
+	if act.Kind == ActionApprove {
+		v.outcome = ApprovalApproved
+	}
 	res := Result{RunID: act.RunID}
 	var decided *Approval
 	err := b.store.Update(ctx, func(tx Tx) error {
@@ -381,109 +347,31 @@ func (b *Bot) decide(ctx context.Context, who User, act *Action) (Result, error)
 		if err != nil {
 			return err
 		}
-		now := b.stamp()
-		if msg := b.refuseDecision(ap, who, approve, now); msg != "" {
+		if !fromThread(from, ap.Thread) {
+			b.log.Warn("decision from another thread refused", "approval", ap.ID, "user", who.ID, "from", from.Key(), "thread", ap.Thread.Key())
+			res.Notice = noticeOtherThread
+			return nil
+		}
+		now := b.clock.stamp()
+		if msg := b.cfg.Policy.refuseDecision(ap, who, v.outcome == ApprovalApproved, now); msg != "" {
 			res.Notice = msg
 			return nil
 		}
-		rec, err := tx.Run(ap.RunID)
+		ok, err := b.recs.settle(tx, ap, v, now)
 		if err != nil {
 			return err
 		}
-		if c := rec.State.Call(ap.CallID); c == nil || c.ArgsHash != ap.ArgsHash {
-			b.log.Error("approval does not match its call", "approval", ap.ID, "run", rec.ID, "call", ap.CallID)
+		if !ok {
 			res.Notice = noticeNotWaiting
 			return nil
-		}
-		prev := rec.Status
-		d := agent.Decision{Approved: approve, By: displayName(who), At: now}
-		if err := rec.State.Decide(ap.CallID, d); err != nil {
-			b.log.Warn("decision on a call that no longer waits", "approval", ap.ID, "err", err)
-			res.Notice = noticeNotWaiting
-			return nil
-		}
-		rec.Status = rec.State.Status
-		ap.Status, ap.DecidedBy, ap.DecidedAt = ApprovalRejected, who, now
-		if approve {
-			ap.Status = ApprovalApproved
-		}
-		if err := tx.PutApproval(ap); err != nil {
-			return err
 		}
 		decided = ap
-		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: string(act.Kind), RunID: rec.ID, ApprovalID: ap.ID,
-			CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash}); err != nil {
-			return err
-		}
-		if err := b.putOutbox(tx, rec.Thread, now, OutboxItem{Key: "approval/" + ap.ID, Kind: OutboxApprovalCard, RunID: rec.ID, ApprovalID: ap.ID}); err != nil {
-			return err
-		}
-		return b.transition(tx, rec, prev)
+		return nil
 	})
 	if err == nil && decided != nil {
 		b.decided(decided.Status, decided.DecidedAt.Sub(decided.CreatedAt))
 	}
 	return res, err
-}
-
-// refuseDecision says why who may not decide on ap now, or "" if they may.
-func (b *Bot) refuseDecision(ap *Approval, who User, approve bool, now time.Time) string {
-	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
-	switch ap.Status {
-	case ApprovalApproved:
-		return "Already approved by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
-	case ApprovalRejected:
-		return "Already rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
-	case ApprovalExpired:
-		return "This request expired at " + when(ap.DecidedAt) + "; the call was not run."
-	case ApprovalCancelled:
-		return "The run was cancelled; this request is closed."
-	}
-	if !now.Before(ap.ExpiresAt) {
-		return "This request expired at " + when(ap.ExpiresAt) + "; the call will not run."
-	}
-	p := b.cfg.Policy
-	requester := who.ID == ap.Requester.ID
-	approver := slices.Contains(p.Approvers, who.ID)
-	var allowed bool
-	switch p.ApproveBy {
-	case ApproveByApprovers:
-		allowed = approver
-	case ApproveByChannel:
-		allowed = approver || b.userAllowed(who)
-	default:
-		allowed = approver || requester
-	}
-	// Saying no to one's own run is always allowed: it can only make the run do less.
-	if !approve && requester {
-		allowed = true
-	}
-	if !allowed {
-		return "You are not allowed to decide on this request."
-	}
-	if approve && requester && ap.Risk >= agent.RiskDangerous && p.dangerousNeedsOther() {
-		return "This call is dangerous: someone other than the person who started the run must approve it."
-	}
-	return ""
-}
-
-// mayStart applies the channel and user allowlists.
-func (b *Bot) mayStart(ev Event) bool {
-	ch := b.cfg.Policy.AllowedChannels
-	return (len(ch) == 0 || slices.Contains(ch, ev.Thread.Channel)) && b.userAllowed(ev.User)
-}
-
-func (b *Bot) userAllowed(u User) bool {
-	us := b.cfg.Policy.AllowedUsers
-	return len(us) == 0 || slices.Contains(us, u.ID)
-}
-
-// mayControl says whether who may cancel or continue rec: its requester, an approver, or
-// anyone allowed to use the bot when approvals are the channel's business.
-func (b *Bot) mayControl(rec *RunRecord, who User) bool {
-	p := b.cfg.Policy
-	return who.ID == rec.Requester.ID || slices.Contains(p.Approvers, who.ID) ||
-		p.ApproveBy == ApproveByChannel && b.userAllowed(who)
 }
 
 // displayName is how a person is named in messages and decisions.

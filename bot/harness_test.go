@@ -45,6 +45,8 @@ type op struct {
 // recorder is an in-memory Platform that records every call, successful or not. fail, if
 // set, decides the outcome of a call before it is recorded.
 type recorder struct {
+	// name is the platform's name, "test" if empty.
+	name string
 	mu   sync.Mutex
 	ops  []op
 	n    int
@@ -88,7 +90,12 @@ func (r *recorder) await(t *testing.T, what string, cond func() bool) {
 
 var _ bot.Platform = (*recorder)(nil)
 
-func (r *recorder) Name() string { return "test" }
+func (r *recorder) Name() string {
+	if r.name == "" {
+		return "test"
+	}
+	return r.name
+}
 
 func (r *recorder) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
 	r.mu.Lock()
@@ -257,9 +264,11 @@ type harness struct {
 	// llm, if set, is the agent's model instead of model's client.
 	llm   agent.Model
 	tools []agent.Tool
-	clock *clock
-	bot   *bot.Bot
-	evs   int
+	// others are platforms the bot has besides plat.
+	others []bot.Platform
+	clock  *clock
+	bot    *bot.Bot
+	evs    int
 }
 
 func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
@@ -295,7 +304,7 @@ func (h *harness) open() {
 		h.t.Fatalf("new agent: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(h.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := bot.New(h.cfg, db, ag, []bot.Platform{h.plat}, bot.WithClock(h.clock.Now), bot.WithLogger(logger))
+	b, err := bot.New(h.cfg, db, ag, append([]bot.Platform{h.plat}, h.others...), bot.WithClock(h.clock.Now), bot.WithLogger(logger))
 	if err != nil {
 		h.t.Fatalf("new bot: %v", err)
 	}

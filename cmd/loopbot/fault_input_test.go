@@ -45,7 +45,7 @@ func auditLog(t *testing.T, path string) []bot.AuditEntry {
 }
 
 // TestFaultTamperedApprovalID clicks, with an approval pending, buttons whose IDs were
-// altered or taken from another run, and IDs that are no IDs at all. Each is refused, with a
+// altered or taken from another run's thread, and IDs that are no IDs at all. Each is refused, with a
 // notice or a 4xx, and changes nothing: no decision is recorded, the model is not asked
 // again, the cards keep their buttons. The real buttons still work afterwards.
 func TestFaultTamperedApprovalID(t *testing.T) {
@@ -79,6 +79,8 @@ func TestFaultTamperedApprovalID(t *testing.T) {
 	flipped := []byte(approve)
 	flipped[len(flipped)/2] ^= 1
 	const invalid = "This button is no longer valid."
+	// A button counts only in the thread it was drawn in, whoever clicks it.
+	const otherThread = "This button belongs to another thread."
 	clicks := []struct {
 		name, user, thread, action string
 		status                     int    // the HTTP status, 200 when the bot answers with a notice
@@ -88,8 +90,10 @@ func TestFaultTamperedApprovalID(t *testing.T) {
 		{"upper case", "ann", mine, strings.ToUpper(approve), http.StatusOK, invalid},
 		{"one character more", "ann", mine, approve + "a", http.StatusOK, invalid},
 		{"one character fewer", "ann", mine, approve[1:], http.StatusOK, invalid},
-		{"another run's approval, by someone else", "mallory", mine, otherApprove, http.StatusOK, "You are not allowed to decide on this request."},
-		{"another run's cancel, by someone else", "mallory", mine, otherCancel, http.StatusOK, "Only the person who started this run or an approver can do that."},
+		{"another run's approval, by someone else", "mallory", mine, otherApprove, http.StatusOK, otherThread},
+		{"another run's approval, by its requester", "bob", mine, otherApprove, http.StatusOK, otherThread},
+		{"another run's cancel, by someone else", "mallory", mine, otherCancel, http.StatusOK, otherThread},
+		{"another run's cancel, by its requester", "bob", mine, otherCancel, http.StatusOK, otherThread},
 		{"the real button, by someone else", "mallory", mine, approve, http.StatusOK, "You are not allowed to decide on this request."},
 		{"empty", "ann", mine, "", http.StatusBadRequest, "action: want the button's ID"},
 		{"huge", "ann", mine, strings.Repeat(approve, 1000), http.StatusBadRequest, "action: want the button's ID"},

@@ -4,10 +4,49 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"time"
 )
+
+// dispatcher sends the outbox: it renders every item from the records as they are when it
+// is sent, paces the calls to each channel, honours rate limits, redacts secrets and calls
+// the Platform. One goroutine (loop) owns all of its state, the pacing of every channel
+// included, so that no two calls race for a channel; it therefore needs no lock.
+type dispatcher struct {
+	store        Store
+	platforms    map[string]Platform
+	redactor     *Redactor
+	log          *slog.Logger
+	editInterval time.Duration
+	// wake nudges the loop; it has room for one, so a nudge never blocks and many nudges
+	// fold into one pass.
+	wake chan struct{}
+	// flush is closed by Stop: the loop makes a last pass and returns once the outbox is
+	// empty. done is closed when the loop has returned.
+	flush chan struct{}
+	done  chan struct{}
+
+	channels map[string]*channel // by platform/channel; the loop's alone
+}
+
+func newDispatcher(store Store, platforms map[string]Platform, redactor *Redactor, log *slog.Logger, editInterval time.Duration) *dispatcher {
+	return &dispatcher{
+		store:        store,
+		platforms:    platforms,
+		redactor:     redactor,
+		log:          log,
+		editInterval: editInterval,
+		wake:         make(chan struct{}, 1),
+		flush:        make(chan struct{}),
+		done:         make(chan struct{}),
+		channels:     map[string]*channel{},
+	}
+}
+
+// poke wakes the loop without blocking.
+func (d *dispatcher) poke() { poke(d.wake) }
 
 // Retries of platform calls that fail for reasons other than a rate limit back off
 // exponentially from retryBase up to retryCap; after maxAttempts the item is dropped, so a
@@ -40,16 +79,15 @@ type unsettled struct {
 	msg Message    // what it shows, before redaction
 }
 
-// dispatch sends the outbox until ctx ends or, once Stop closed b.flush, until the outbox is
+// loop sends the outbox until ctx ends or, once Stop closed d.flush, until the outbox is
 // empty. One goroutine sends everything, so no two calls race for a channel; a channel that
 // must wait is skipped, not waited for, so the others keep flowing.
-func (b *Bot) dispatch(ctx context.Context) {
-	channels := map[string]*channel{}
-	flush, draining := b.flush, false
+func (d *dispatcher) loop(ctx context.Context) {
+	flush, draining := d.flush, false
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		next, left := b.dispatchPass(ctx, channels)
+		next, left := d.pass(ctx)
 		if draining && left == 0 || ctx.Err() != nil {
 			return
 		}
@@ -63,24 +101,24 @@ func (b *Bot) dispatch(ctx context.Context) {
 			return
 		case <-flush:
 			draining, flush = true, nil
-		case <-b.wakeOutbox:
+		case <-d.wake:
 		case <-wake:
 		}
 	}
 }
 
-// dispatchPass sends what pacing allows now, oldest first, and returns when the next item
+// pass sends what pacing allows now, oldest first, and returns when the next item
 // may go (zero if nothing waits on time) and how many items are left.
-func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (next time.Time, left int) {
+func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
 	var items []OutboxItem
-	err := b.store.View(ctx, func(tx Tx) error {
+	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
 		items, err = tx.Outbox()
 		return err
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			b.log.Error("read outbox", "err", err)
+			d.log.Error("read outbox", "err", err)
 		}
 		return time.Now().Add(retryBase), 1
 	}
@@ -101,10 +139,10 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			left++
 			continue
 		}
-		ch := channels[key]
+		ch := d.channels[key]
 		if ch == nil {
 			ch = &channel{}
-			channels[key] = ch
+			d.channels[key] = ch
 		}
 		if ready := ch.ready(); time.Now().Before(ready) {
 			held[key] = true
@@ -112,14 +150,14 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 			left++
 			continue
 		}
-		if !b.send(ctx, it, ch) {
+		if !d.send(ctx, it, ch) {
 			held[key] = true
 			waitFor(ch.notBefore)
 			left++
 		}
 	}
 	// Settling a sent item is tried again until the store takes it.
-	for _, ch := range channels {
+	for _, ch := range d.channels {
 		for key := range ch.unsettled {
 			if !stored[key] {
 				delete(ch.unsettled, key)
@@ -132,9 +170,9 @@ func (b *Bot) dispatchPass(ctx context.Context, channels map[string]*channel) (n
 	// Forget channels with nothing to send and nothing to wait for, so a bot that has
 	// talked in many channels keeps pacing state only for the busy ones.
 	now := time.Now()
-	for key, ch := range channels {
+	for key, ch := range d.channels {
 		if !seen[key] && !now.Before(ch.ready()) {
-			delete(channels, key)
+			delete(d.channels, key)
 		}
 	}
 	return next, left
@@ -150,16 +188,16 @@ func (ch *channel) ready() time.Time {
 
 // send renders one item from the current records, posts or edits it, and settles the item.
 // It reports whether the item is done; if not, ch.notBefore says when to try again.
-func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
-	log := b.log.With("item", it.Key, "platform", it.Thread.Platform, "channel", it.Thread.Channel)
-	p := b.platforms[it.Thread.Platform]
+func (d *dispatcher) send(ctx context.Context, it OutboxItem, ch *channel) bool {
+	log := d.log.With("item", it.Key, "platform", it.Thread.Platform, "channel", it.Thread.Channel)
+	p := d.platforms[it.Thread.Platform]
 	if p == nil {
 		log.Error("outbox item for a platform that is not configured; dropped")
-		return b.drop(ctx, it)
+		return d.drop(ctx, it)
 	}
 	var msg Message
 	var existing MessageRef
-	err := b.store.View(ctx, func(tx Tx) error {
+	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
 		if msg, err = render(tx, it); err != nil {
 			return err
@@ -172,9 +210,9 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 			return false
 		}
 		log.Error("render outbox item; dropped", "err", err)
-		return b.drop(ctx, it)
+		return d.drop(ctx, it)
 	}
-	out := b.redactor.message(msg)
+	out := d.redactor.message(msg)
 	var ref MessageRef
 	if u, ok := ch.unsettled[it.Key]; ok {
 		if existing.ID == "" {
@@ -182,7 +220,7 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 			existing, ref = u.ref, u.ref
 		}
 		if reflect.DeepEqual(u.msg, msg) {
-			b.sent(ctx, it, msg, ref, ch)
+			d.sent(ctx, it, msg, ref, ch)
 			return true
 		}
 	}
@@ -192,12 +230,12 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 		ref, err = p.Post(ctx, it.Thread, out)
 	}
 	// A call that failed may have reached the platform too, so it counts as well.
-	ch.free = time.Now().Add(time.Duration(b.cfg.EditInterval))
+	ch.free = time.Now().Add(d.editInterval)
 	var rl *RateLimitError
 	var perm *PermanentError
 	switch {
 	case err == nil:
-		b.sent(ctx, it, msg, ref, ch)
+		d.sent(ctx, it, msg, ref, ch)
 		return true
 	case errors.As(err, &rl):
 		// Honour Retry-After for this channel only; the item is tried once more after it.
@@ -206,19 +244,19 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 		return false
 	case errors.As(err, &perm):
 		log.Error("platform refused the message for good; dropped", "err", err)
-		return b.drop(ctx, it)
+		return d.drop(ctx, it)
 	case ctx.Err() != nil:
 		return false
 	}
 	it.Attempts++
 	if it.Attempts >= maxAttempts {
 		log.Error("platform call kept failing; dropped", "attempts", it.Attempts, "err", err)
-		return b.drop(ctx, it)
+		return d.drop(ctx, it)
 	}
 	backoff := min(retryBase<<(it.Attempts-1), retryCap)
 	log.Warn("platform call failed; will retry", "attempts", it.Attempts, "backoff", backoff, "err", err)
 	ch.notBefore = time.Now().Add(backoff)
-	err = b.store.Update(ctx, func(tx Tx) error {
+	err = d.store.Update(ctx, func(tx Tx) error {
 		// Count the attempt only on the item that failed: a newer card state stored under
 		// the same key in the meantime starts afresh.
 		cur, ok, err := outboxItem(tx, it.Key)
@@ -238,8 +276,8 @@ func (b *Bot) send(ctx context.Context, it OutboxItem, ch *channel) bool {
 // still render to what was sent; if they changed meanwhile it stays and goes again. The
 // message is out, so this bookkeeping is done even when ctx is ending. If the store refuses
 // it, the channel remembers what was sent, so that it is not posted a second time.
-func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef, ch *channel) {
-	err := b.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
+func (d *dispatcher) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef, ch *channel) {
+	err := d.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
 		if ref.ID != "" {
 			if err := saveRef(tx, it, ref); err != nil {
 				return err
@@ -253,7 +291,7 @@ func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageR
 		return tx.DeleteOutbox(it.Key)
 	})
 	if err != nil {
-		b.log.Error("settle sent outbox item", "item", it.Key, "err", err)
+		d.log.Error("settle sent outbox item", "item", it.Key, "err", err)
 		if ch.unsettled == nil {
 			ch.unsettled = map[string]unsettled{}
 		}
@@ -264,10 +302,10 @@ func (b *Bot) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageR
 }
 
 // drop deletes an item that cannot be sent. It reports true: the item is settled.
-func (b *Bot) drop(ctx context.Context, it OutboxItem) bool {
-	err := b.store.Update(ctx, func(tx Tx) error { return tx.DeleteOutbox(it.Key) })
+func (d *dispatcher) drop(ctx context.Context, it OutboxItem) bool {
+	err := d.store.Update(ctx, func(tx Tx) error { return tx.DeleteOutbox(it.Key) })
 	if err != nil && ctx.Err() == nil {
-		b.log.Error("drop outbox item", "item", it.Key, "err", err)
+		d.log.Error("drop outbox item", "item", it.Key, "err", err)
 	}
 	return true
 }

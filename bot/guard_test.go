@@ -1,0 +1,254 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// approvalButtons returns the Approve and Reject buttons of every approval card the thread
+// was shown, by tool, as the cards show them now.
+func (h *harness) approvalButtons() map[string][2]bot.Button {
+	h.t.Helper()
+	out := map[string][2]bot.Button{}
+	for _, o := range h.plat.sent(bot.KindApproval) {
+		if o.kind != "post" {
+			continue
+		}
+		m := h.plat.shown(o.ref.ID)
+		tool := strings.TrimSuffix(strings.TrimPrefix(m.Title, "Approve "), "?")
+		if len(m.Buttons) != 2 {
+			h.t.Fatalf("approval card for %s has buttons %+v, want Approve and Reject", tool, m.Buttons)
+		}
+		out[tool] = [2]bot.Button{m.Buttons[0], m.Buttons[1]}
+	}
+	return out
+}
+
+// A person approves exactly the call the card showed: once the run's call no longer has
+// the arguments the approval bound (a state changed under the card), the click changes
+// nothing and the call does not run.
+func TestApprovalOfChangedArgumentsIsRefused(t *testing.T) {
+	for _, button := range []string{"approve", "reject"} {
+		t.Run(button, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+				h := newHarness(t, bot.Config{}, op)
+				h.model.add(use("op", `{"q":"list"}`), say("finished"))
+				res := h.mention(ann, "do the op")
+				h.settle()
+				approve, reject := h.buttons()
+				ap := h.approvals(res.RunID)[0]
+
+				// The call now has other arguments than the ones the card asks about.
+				err := h.db.Update(context.Background(), func(tx bot.Tx) error {
+					rec, err := tx.Run(res.RunID)
+					if err != nil {
+						return err
+					}
+					c := rec.State.Call(ap.CallID)
+					c.Arguments = `{"q":"delete everything"}`
+					c.ArgsHash = agent.HashArgs(c.Name, c.Arguments)
+					return tx.PutRun(rec)
+				})
+				if err != nil {
+					t.Fatalf("change the call's arguments: %v", err)
+				}
+				id := map[string]string{"approve": approve.ID, "reject": reject.ID}[button]
+				if got := h.click(ann, id); got.Notice != "This run is not waiting for that any more." {
+					t.Errorf("%s of changed arguments: notice %q", button, got.Notice)
+				}
+				h.settle()
+				if n := op.calls.Load(); n != 0 {
+					t.Errorf("the tool ran %d times with arguments nobody approved", n)
+				}
+				h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+				if aps := h.approvals(res.RunID); aps[0].Status != bot.ApprovalPending {
+					t.Errorf("approval is %s, want still pending", aps[0].Status)
+				}
+			})
+		})
+	}
+}
+
+// A step with several calls that need approval gets one approval per call, each click
+// settles its own call whatever the order of the clicks, and the run goes on only once all
+// of them are decided, running the approved calls in the order the model made them.
+func TestSeveralApprovalsInOneRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		first := &tool{name: "first", risk: agent.RiskConfirm, out: "first done"}
+		second := &tool{name: "second", risk: agent.RiskConfirm, out: "second done"}
+		third := &tool{name: "third", risk: agent.RiskConfirm, out: "third done"}
+		h := newHarness(t, bot.Config{}, first, second, third)
+		h.model.add(llmtest.ToolCalls(
+			llmtest.Call("first", `{"q":"1"}`),
+			llmtest.Call("second", `{"q":"2"}`),
+			llmtest.Call("third", `{"q":"3"}`),
+		), say("finished"))
+		res := h.mention(ann, "do three things")
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		aps := h.approvals(res.RunID)
+		if len(aps) != 3 {
+			t.Fatalf("%d approvals, want one per call", len(aps))
+		}
+		buttons := h.approvalButtons()
+		if len(buttons) != 3 {
+			t.Fatalf("approval cards for %d tools, want 3", len(buttons))
+		}
+
+		// The last card first: it must approve the third call, not the first pending one.
+		if got := h.click(ann, buttons["third"][0].ID); got.Notice != "" {
+			t.Fatalf("approve third: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		if got := h.click(ann, buttons["first"][1].ID); got.Notice != "" {
+			t.Fatalf("reject first: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		if n := first.calls.Load() + second.calls.Load() + third.calls.Load(); n != 0 {
+			t.Fatalf("%d calls ran before every call was decided", n)
+		}
+		if got := h.click(ann, buttons["second"][0].ID); got.Notice != "" {
+			t.Fatalf("approve second: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+
+		want := map[*tool]int32{first: 0, second: 1, third: 1}
+		for tl, n := range want {
+			if got := tl.calls.Load(); got != n {
+				t.Errorf("%s ran %d times, want %d", tl.name, got, n)
+			}
+		}
+		aps = h.approvals(res.RunID)
+		if len(aps) != 3 {
+			t.Errorf("%d approvals after the decisions, want still one per call", len(aps))
+		}
+		status := map[string]bot.ApprovalStatus{}
+		for _, ap := range aps {
+			status[ap.Tool] = ap.Status
+		}
+		if status["first"] != bot.ApprovalRejected || status["second"] != bot.ApprovalApproved || status["third"] != bot.ApprovalApproved {
+			t.Errorf("approvals = %v, want first rejected, second and third approved", status)
+		}
+		// The results reach the model in the order of the calls.
+		reqs := h.model.requests()
+		var results []string
+		for _, m := range reqs[len(reqs)-1].Messages {
+			if m.Role == string(agent.RoleTool) {
+				results = append(results, m.Content)
+			}
+		}
+		if len(results) != 3 || !strings.Contains(results[0], "rejected") || !strings.Contains(results[1], "second done") || !strings.Contains(results[2], "third done") {
+			t.Errorf("tool results the model saw = %q, want first rejected, then second and third done", results)
+		}
+	})
+}
+
+// A click counts only in the thread its button was drawn in: the same button ID sent from
+// another thread, channel or platform changes nothing.
+func TestClickFromAnotherThreadIsRefused(t *testing.T) {
+	elsewhere := []struct {
+		name string
+		from bot.ThreadRef
+	}{
+		{"other thread", bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T2"}},
+		{"other channel", bot.ThreadRef{Platform: "test", Channel: "C2", Thread: "T1"}},
+		{"other platform", bot.ThreadRef{Platform: "other", Channel: "C1", Thread: "T1"}},
+	}
+	for _, button := range []string{"approve", "reject", "cancel"} {
+		for _, e := range elsewhere {
+			t.Run(button+"/"+e.name, func(t *testing.T) {
+				bubble(t, func(t *testing.T) {
+					op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+					h := newHarness(t, bot.Config{}, op)
+					h.others = []bot.Platform{&recorder{name: "other"}}
+					h.restart()
+					h.model.add(use("op", `{}`), say("finished"))
+					res := h.mention(ann, "do the op")
+					h.settle()
+					approve, reject := h.buttons()
+					id := map[string]string{"approve": approve.ID, "reject": reject.ID, "cancel": h.card("C1").Buttons[0].ID}[button]
+
+					got := h.event(bot.Event{Kind: bot.EventAction, Thread: e.from, User: ann, ActionID: id})
+					if got.Notice != "This button belongs to another thread." {
+						t.Errorf("click from %s: notice %q", e.name, got.Notice)
+					}
+					h.settle()
+					h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+					if aps := h.approvals(res.RunID); aps[0].Status != bot.ApprovalPending {
+						t.Errorf("approval is %s after a click from %s", aps[0].Status, e.name)
+					}
+					if n := op.calls.Load(); n != 0 {
+						t.Errorf("the tool ran %d times", n)
+					}
+
+					// The same click in the button's own thread works.
+					if got := h.click(ann, id); got.Notice != "" {
+						t.Errorf("click in the button's thread: notice %q", got.Notice)
+					}
+					h.settle()
+					want := map[string]agent.Status{"approve": agent.StatusCompleted, "reject": agent.StatusCompleted, "cancel": agent.StatusCancelled}[button]
+					h.wantStatus(res.RunID, want)
+				})
+			})
+		}
+	}
+}
+
+// Discord sometimes leaves out the channel of a button's thread; its adapter then lets the
+// thread stand for the channel, and such a click still counts in its own thread.
+func TestClickWhoseThreadStandsForItsChannel(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{}, op)
+		h.model.add(use("op", `{}`), say("finished"))
+		res := h.mention(ann, "do the op")
+		h.settle()
+		approve, _ := h.buttons()
+		from := bot.ThreadRef{Platform: "test", Channel: "T1", Thread: "T1"}
+		if got := h.event(bot.Event{Kind: bot.EventAction, Thread: from, User: ann, ActionID: approve.ID}); got.Notice != "" {
+			t.Errorf("click: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+		if op.calls.Load() != 1 {
+			t.Errorf("the approved tool ran %d times", op.calls.Load())
+		}
+	})
+}
+
+// The Continue button of a paused run counts only in the run's thread too.
+func TestContinueFromAnotherThreadIsRefused(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		look := &tool{name: "look", risk: agent.RiskSafe, out: "same"}
+		h := newHarness(t, bot.Config{}, look)
+		h.model.add(use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), say("Found it."))
+		res := h.mention(ann, "look around")
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
+		qs := h.plat.sent(bot.KindQuestion)
+		if len(qs) != 1 || len(qs[0].msg.Buttons) != 2 {
+			t.Fatalf("questions = %+v, want one with Continue and Stop", qs)
+		}
+		cont := qs[0].msg.Buttons[0]
+		other := bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T2"}
+		if got := h.event(bot.Event{Kind: bot.EventAction, Thread: other, User: ann, ActionID: cont.ID}); got.Notice != "This button belongs to another thread." {
+			t.Errorf("continue from another thread: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
+		if got := h.click(ann, cont.ID); got.Notice != "" {
+			t.Errorf("continue: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+	})
+}

@@ -1,0 +1,282 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+// scheduler works on runs: it starts a goroutine for every run stored as queued or running,
+// oldest first, up to MaxConcurrentRuns, and each goroutine advances its run with the agent
+// loop, saving every checkpoint through records. Its lock guards only its maps: no store or
+// network call is made under it.
+type scheduler struct {
+	store   Store
+	agent   *agent.Agent
+	recs    *records
+	log     *slog.Logger
+	maxRuns int
+	// wake nudges the loop; it has room for one, so a nudge never blocks and many nudges
+	// fold into one pass.
+	wake chan struct{}
+	// sent is told that the outbox has new items.
+	sent func()
+
+	runs sync.WaitGroup // run goroutines
+
+	mu      sync.Mutex
+	stopped bool
+	// running holds the cancel function of every run goroutine, by run ID.
+	running map[string]context.CancelCauseFunc
+	// held are runs that failed in a way retrying cannot fix and that could not be marked
+	// failed either, or whose saves fail; they are left alone until released.
+	held map[string]bool
+	// saveFailures counts the failed saves in a row of each run, for retryDelay.
+	saveFailures map[string]int
+}
+
+func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger, maxRuns int, sent func()) *scheduler {
+	return &scheduler{
+		store:        store,
+		agent:        ag,
+		recs:         recs,
+		log:          log,
+		maxRuns:      maxRuns,
+		wake:         make(chan struct{}, 1),
+		sent:         sent,
+		running:      map[string]context.CancelCauseFunc{},
+		held:         map[string]bool{},
+		saveFailures: map[string]int{},
+	}
+}
+
+// poke wakes the loop without blocking.
+func (s *scheduler) poke() { poke(s.wake) }
+
+// poke sends on a wake channel of room one without blocking.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// loop launches a goroutine for every run that is queued or running in the store and has
+// none yet, oldest first, up to maxRuns at once. It is woken whenever that may have
+// changed: a run was created, decided on, answered, or a run goroutine ended.
+func (s *scheduler) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		// Only the IDs: this runs on every wake, and loading the runs (their states are tens
+		// of kilobytes) cost more than everything else the bot did with many runs going.
+		var ready []string
+		err := s.store.View(ctx, func(tx Tx) error {
+			var err error
+			ready, err = tx.RunIDs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}})
+			return err
+		})
+		if err != nil {
+			s.log.Error("list runs to start", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		for _, id := range ready {
+			if s.stopped || len(s.running) >= s.maxRuns {
+				break
+			}
+			if s.running[id] != nil || s.held[id] {
+				continue
+			}
+			runCtx, cancel := context.WithCancelCause(ctx)
+			s.running[id] = cancel
+			s.runs.Add(1)
+			go s.work(runCtx, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// stop cancels every run goroutine with errShutdown, which leaves each run resumable, and
+// starts no more.
+func (s *scheduler) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for _, cancel := range s.running {
+		cancel(errShutdown)
+	}
+}
+
+// isRunning reports whether a goroutine works on run id.
+func (s *scheduler) isRunning(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running[id] != nil
+}
+
+// interrupt cancels the goroutine working on run id with cause, and reports whether there
+// was one.
+func (s *scheduler) interrupt(id string, cause error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cancel := s.running[id]
+	if cancel != nil {
+		cancel(cause)
+	}
+	return cancel != nil
+}
+
+// work advances one run until it pauses, ends or the bot stops. It loads the run afresh
+// after it was registered as running, so a cancel that reached the store first is seen.
+func (s *scheduler) work(ctx context.Context, id string) {
+	defer func() {
+		s.mu.Lock()
+		s.running[id](nil)
+		delete(s.running, id)
+		s.mu.Unlock()
+		s.runs.Done()
+		s.poke()
+	}()
+	var rec *RunRecord
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		rec, err = tx.Run(id)
+		return err
+	})
+	if err == nil && rec.State == nil {
+		err = errors.New("run has no state")
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("load run", "run", id, "err", err)
+			s.hold(id)
+		}
+		return
+	}
+	// No Observer: cards are rendered from stored state only, and the loop checkpoints
+	// before every call with side effects, so the card shows a running tool anyway.
+	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint})
+	switch {
+	case err == nil:
+		s.mu.Lock()
+		delete(s.saveFailures, id)
+		s.mu.Unlock()
+	case errors.Is(context.Cause(ctx), errShutdown):
+		s.log.Info("run interrupted by shutdown; it resumes on the next start", "run", id)
+	case errors.Is(err, errRunEnded):
+		s.log.Info("run ended elsewhere while it started", "run", id)
+	case errors.Is(err, agent.ErrCheckpoint):
+		// The store refused a write (a full disk, say): nothing more was done, and the
+		// last saved state is sound. The run waits, as saved, until the store takes a
+		// write again, instead of failing for a condition that passes.
+		s.mu.Lock()
+		s.saveFailures[id]++
+		n := s.saveFailures[id]
+		s.held[id] = true
+		s.mu.Unlock()
+		s.log.Error("run could not be saved; it resumes from its last saved step once the store takes writes again", "run", id, "failures", n, "err", err)
+		s.retryHeld(id, retryDelay(n))
+		return
+	default:
+		s.log.Error("run failed", "run", id, "err", err)
+		if ferr := s.failRun(context.WithoutCancel(ctx), id); ferr != nil {
+			s.log.Error("mark run failed", "run", id, "err", ferr)
+			s.hold(id)
+		}
+		return
+	}
+	if errors.Is(context.Cause(ctx), agent.ErrCancelled) {
+		// The cancel may have come as the loop was returning (say, into a pause) and so
+		// gone unseen by it. The run is still registered here, so nothing restarts it
+		// before it is cancelled in the store.
+		if err := s.settleCancel(context.WithoutCancel(ctx), id, "Cancelled by a person."); err != nil {
+			s.log.Error("cancel run", "run", id, "err", err)
+		}
+	}
+}
+
+// checkpoint is the loop's hook: it saves the run's state and the outbox items its
+// transition calls for, in one transaction, and wakes the dispatcher to send them.
+func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
+	if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.checkpoint(tx, st) }); err != nil {
+		return fmt.Errorf("save run: %w", err)
+	}
+	s.sent()
+	return nil
+}
+
+// settleCancel cancels a run in the store unless it has already ended.
+func (s *scheduler) settleCancel(ctx context.Context, id, reason string) error {
+	err := s.store.Update(ctx, func(tx Tx) error { return s.recs.cancelUnlessEnded(tx, id, reason) })
+	if err != nil {
+		return fmt.Errorf("settle cancel of run %s: %w", id, err)
+	}
+	s.sent()
+	return nil
+}
+
+// failRun marks a run the loop could not advance failed, so that it is not retried forever
+// and the thread moves on.
+func (s *scheduler) failRun(ctx context.Context, id string) error {
+	if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.fail(tx, id) }); err != nil {
+		return fmt.Errorf("fail run %s: %w", id, err)
+	}
+	s.sent()
+	return nil
+}
+
+func (s *scheduler) hold(id string) {
+	s.mu.Lock()
+	s.held[id] = true
+	s.mu.Unlock()
+}
+
+// storeRetry is how long a run held by a failed save first waits before the store is tried
+// again; see retryDelay.
+const storeRetry = 10 * time.Second
+
+// retryDelay is the wait before the store is tried again for a run whose saves failed n times
+// in a row: storeRetry three times, then doubling up to five minutes. A store that takes a
+// small write but not the run's next save would otherwise cost a model call every storeRetry.
+func retryDelay(n int) time.Duration {
+	d := storeRetry
+	for i := 3; i < n && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Minute)
+}
+
+// retryHeld releases a run held by a failed save once a write of its record succeeds, trying
+// every delay until then or until the bot stops. The probe is a write, not a resume, so
+// that a store that still refuses writes costs no model call.
+func (s *scheduler) retryHeld(id string, delay time.Duration) {
+	time.AfterFunc(delay, func() {
+		s.mu.Lock()
+		stopped := s.stopped
+		s.mu.Unlock()
+		if stopped {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), delay)
+		defer cancel()
+		if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.touch(tx, id) }); err != nil {
+			s.log.Warn("held run: the store still refuses writes", "run", id, "err", err)
+			s.retryHeld(id, delay)
+			return
+		}
+		s.log.Info("held run: the store takes writes again; resuming", "run", id)
+		s.mu.Lock()
+		delete(s.held, id)
+		s.mu.Unlock()
+		s.poke()
+	})
+}
