@@ -44,7 +44,7 @@ func TestToolsHonourCancelledContext(t *testing.T) {
 		tests = append(tests, struct {
 			tool agent.Tool
 			args string
-		}{NewShell(ws, ShellConfig{}), `{"command":"touch ran.txt"}`})
+		}{NewShell(ws, ShellConfig{}, LimitsConfig{}), `{"command":"touch ran.txt"}`})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -306,6 +306,9 @@ func (t *WriteFile) Call(ctx context.Context, inv agent.Invocation) (string, err
 			return "", rootErr(args.Path, err)
 		}
 	}
+	if err := t.ws.fits(ctx, root, inv.RunID, p, int64(len(args.Content))); err != nil {
+		return "", err
+	}
 	f, _, err := openRegular(root, p, args.Path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return "", err

@@ -29,7 +29,7 @@ func escapeFixture(t testing.TB) (*Workspaces, string) {
 	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte(secret), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := NewWorkspaces(filepath.Join(base, "ws"))
+	ws, err := NewWorkspaces(filepath.Join(base, "ws"), LimitsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
