@@ -41,6 +41,15 @@ func (c *cgroups) pids() bool {
 	return false
 }
 
+func (c *cgroups) memory() bool {
+	for _, h := range c.hiers {
+		if h.memory {
+			return true
+		}
+	}
+	return false
+}
+
 var (
 	detectOnce     sync.Once
 	detectedGroups *cgroups

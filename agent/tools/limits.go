@@ -115,17 +115,20 @@ func lookPrlimit() (string, error) {
 var (
 	outOfMemoryRE = regexp.MustCompile(`(?i)cannot allocate memory|out of memory|memory exhausted|MemoryError|bad_alloc`)
 	noSpaceRE     = regexp.MustCompile(`(?i)no space left on device`)
-	tmpRE         = regexp.MustCompile(`(^|[\s'"=:])/tmp(/|\b)`)
+	// /bin/sh reports a program killed by SIGXFSZ so; a program that ignores the signal gets
+	// EFBIG instead.
+	fileSizeRE = regexp.MustCompile(`File size limit exceeded|File too large`)
 )
 
 // limitErrors explains, naming each limit and its config key, the limits a finished command
-// hit. cg holds what the command's cgroups counted; it may be the zero value.
-func limitErrors(l LimitsConfig, ps *os.ProcessState, stderr string, cg cgroupEvents) []error {
+// hit. cg holds what the command's cgroups counted; it may be the zero value. diskFull says
+// the workspace's own file system is full, so that a lack of space is not blamed on /tmp.
+func limitErrors(l LimitsConfig, ps *os.ProcessState, stderr string, cg cgroupEvents, diskFull bool) []error {
 	var errs []error
 	hit := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrLimit}, args...)...))
 	}
-	if ps != nil && exceededFileSize(ps) {
+	if ps != nil && exceededFileSize(ps) || fileSizeRE.MatchString(stderr) {
 		hit("a file grew past the file size limit of %s (tools.limits.file_size_mib)", mib(l.fileSize()))
 	}
 	switch {
@@ -137,8 +140,12 @@ func limitErrors(l LimitsConfig, ps *os.ProcessState, stderr string, cg cgroupEv
 	if cg.pidsMax > 0 {
 		hit("the command could not start more processes: the limit is %d processes and threads (tools.limits.processes)", l.processes())
 	}
-	if noSpaceRE.MatchString(stderr) && tmpRE.MatchString(stderr) {
-		hit("/tmp is full: the sandbox's /tmp holds at most %s (tools.limits.tmp_mib)", mib(l.tmp()))
+	switch {
+	case !noSpaceRE.MatchString(stderr):
+	case diskFull:
+		errs = append(errs, errors.New("the disk that holds the workspace is full"))
+	default:
+		hit("a write ran out of space, and the workspace's disk has room: the sandbox's /tmp holds at most %s (tools.limits.tmp_mib)", mib(l.tmp()))
 	}
 	return errs
 }
@@ -150,6 +157,15 @@ func exceededFileSize(ps *os.ProcessState) bool {
 		return true
 	}
 	return ps.ExitCode() == 128+int(syscall.SIGXFSZ)
+}
+
+// diskFull reports whether the file system of dir has less than 1 MiB left.
+func diskFull(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return int64(st.Bavail)*st.Bsize < 1<<20
 }
 
 // usage is what a workspace holds.

@@ -56,7 +56,11 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Set, error) {
 		s.builtin = append(s.builtin, f)
 	}
 	if cfg.Shell.Enabled {
-		s.builtin = append(s.builtin, NewShell(ws, cfg.Shell, cfg.Limits))
+		sh := NewShell(ws, cfg.Shell, cfg.Limits)
+		if sh.groups.note != "" {
+			logger.Warn("shell sandbox: the process limit is weak", "why", sh.groups.note)
+		}
+		s.builtin = append(s.builtin, sh)
 	}
 	if cfg.Files.Enabled {
 		s.builtin = append(s.builtin, NewReadFile(ws, cfg.Files), NewWriteFile(ws, cfg.Files), NewListFiles(ws, cfg.Files))

@@ -162,7 +162,7 @@ func (t *Shell) Call(ctx context.Context, inv agent.Invocation) (string, error) 
 	case ctx.Err() != nil:
 		return out, fmt.Errorf("command stopped: %w", ctx.Err())
 	}
-	errs := limitErrors(t.limits, cmd.ProcessState, stderr.String(), cg.events())
+	errs := limitErrors(t.limits, cmd.ProcessState, stderr.String(), cg.events(), diskFull(dir))
 	// A command may fill the workspace faster than it is measured, and end before the next
 	// measure.
 	if after, err := t.ws.usage(context.WithoutCancel(ctx), dir); err == nil {
@@ -171,7 +171,7 @@ func (t *Shell) Call(ctx context.Context, inv agent.Invocation) (string, error) 
 		}
 	}
 	if len(errs) > 0 {
-		return out, fmt.Errorf("command hit a limit: %w", errors.Join(errs...))
+		return out, errors.Join(errs...)
 	}
 	return out, nil
 }
