@@ -76,7 +76,7 @@ func TestShellTmpLimit(t *testing.T) {
 // TestShellWorkspaceLimitKills fills the workspace and waits: the watcher must kill the command.
 func TestShellWorkspaceLimitKills(t *testing.T) {
 	s, dir := limitedShell(t, LimitsConfig{WorkspaceMiB: 2})
-	out, err := runShell(t, s, "for f in a b c; do head -c 1048576 /dev/urandom > $f; done; exec sleep 100 # ws-token-5531")
+	out, err := runShell(t, s, "for f in a b c; do head -c 1048576 /dev/urandom > $f; done; exec sleep 30 # ws-token-5531")
 	wantLimit(t, out, err, "tools.limits.workspace_mib")
 	if !strings.Contains(err.Error(), "killed") {
 		t.Errorf("err = %v; want the command killed", err)
