@@ -129,7 +129,9 @@ func TestFaultReadFileOnFIFO(t *testing.T) {
 		t.Fatalf("Cancel was refused: %q", n)
 	}
 	awaitCond(t, "the run shows as cancelled", 30*time.Second, func() bool { return strings.Contains(c.threadText(wait), "Cancelled") },
-		func() string { return c.threadText(wait) + "\nprocesses: " + fmt.Sprint(stillAlive(sandbox)) + "\nlogs:\n" + logs.String() })
+		func() string {
+			return c.threadText(wait) + "\nprocesses: " + fmt.Sprint(stillAlive(sandbox)) + "\nlogs:\n" + logs.String()
+		})
 	awaitCond(t, "the cancelled command's processes end", 10*time.Second, func() bool { return len(stillAlive(sandbox)) == 0 },
 		func() string { return fmt.Sprint(stillAlive(sandbox)) })
 
