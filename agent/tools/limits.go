@@ -83,8 +83,13 @@ func (l LimitsConfig) validate() []error {
 	return errs
 }
 
-// mib writes a byte count in MiB for messages.
-func mib(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }
+// mib writes a byte count in MiB for messages, with one decimal when it is not whole.
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}
 
 // ErrLimit is wrapped by every tool error that reports a resource limit hit.
 var ErrLimit = errors.New("resource limit reached")

@@ -58,7 +58,10 @@ func (t *Shell) Info() agent.ToolInfo {
 			Name: "shell",
 			Description: fmt.Sprintf("Run a command with /bin/sh -c in the workspace directory (the current directory), in a sandbox "+
 				"with a read-only system, a fresh /tmp and %s. Only the workspace is writable. The command is killed after %s. "+
-				"The result gives the exit code, stdout and stderr.", network, t.timeout()),
+				"The result gives the exit code, stdout and stderr. Limits: %s of memory a process, %d processes, "+
+				"files up to %s, %s in /tmp, %s and %d files in the workspace.",
+				network, t.timeout(), mib(t.limits.memory()), t.limits.processes(), mib(t.limits.fileSize()),
+				mib(t.limits.tmp()), mib(t.limits.workspace()), t.limits.workspaceFiles()),
 			Parameters: json.RawMessage(`{"type":"object","properties":{` +
 				`"command":{"type":"string","description":"the shell command line"}},` +
 				`"required":["command"],"additionalProperties":false}`),
