@@ -128,7 +128,9 @@ func findCgroups(mountsFile, selfFile string) *cgroups {
 		have["memory"] = have["memory"] || h.memory
 	}
 	if v2 != nil && (!have["pids"] || !have["memory"]) {
-		if err := probeCgroup(v2); err != nil {
+		if err := delegateV2(v2.dir, os.Getpid()); err != nil {
+			why = append(why, err.Error())
+		} else if err := probeCgroup(v2); err != nil {
 			why = append(why, err.Error())
 		} else {
 			v2.pids = v2.pids && !have["pids"]
@@ -156,15 +158,12 @@ func probeCgroup(h *cgroupHier) error {
 	}
 	defer os.Remove(dir)
 	if h.v2 {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+		// A child's controllers are those its parent enables in cgroup.subtree_control.
+		ctls, err := controllers(filepath.Join(h.dir, "cgroup.subtree_control"))
 		if err != nil {
 			return fmt.Errorf("cgroup %s: %w", h.dir, err)
 		}
-		ctls := strings.Fields(string(b))
-		for _, c := range ctls {
-			h.pids = h.pids || c == "pids"
-			h.memory = h.memory || c == "memory"
-		}
+		h.pids, h.memory = ctls["pids"], ctls["memory"]
 		if !h.pids && !h.memory {
 			return fmt.Errorf("cgroup %s delegates neither pids nor memory (its cgroup.subtree_control)", h.dir)
 		}
@@ -174,6 +173,71 @@ func probeCgroup(h *cgroupHier) error {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return fmt.Errorf("cgroup %s: %w", h.dir, err)
 		}
+	}
+	return nil
+}
+
+// controllers reads a cgroup v2 list of controllers, such as cgroup.controllers.
+func controllers(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, c := range strings.Fields(string(b)) {
+		out[strings.TrimPrefix(c, "+")] = true
+	}
+	return out, nil
+}
+
+// delegateV2 makes the bot's own cgroup v2, dir, able to bound a cgroup per command with the
+// pids and memory controllers it was delegated (systemd's Delegate=yes, a container's own
+// cgroup). Controllers can be enabled for a cgroup's children only while no process lives in
+// the cgroup itself, so when they are not enabled yet the bot first moves itself into a leaf,
+// loopbot-main, the way container runtimes do. It does that only when it is alone in its
+// cgroup: other processes are not its to move.
+func delegateV2(dir string, self int) error {
+	avail, err := controllers(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	enabled, err := controllers(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	var enable []string
+	for _, c := range []string{"pids", "memory"} {
+		if avail[c] && !enabled[c] {
+			enable = append(enable, "+"+c)
+		}
+	}
+	switch {
+	case !avail["pids"] && !avail["memory"]:
+		return fmt.Errorf("cgroup %s is delegated neither the pids nor the memory controller", dir)
+	case len(enable) == 0:
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	procs := strings.Fields(string(b))
+	for _, p := range procs {
+		if p != strconv.Itoa(self) {
+			return fmt.Errorf("cgroup %s holds processes other than the bot, so its controllers cannot be enabled", dir)
+		}
+	}
+	if len(procs) > 0 {
+		leaf := filepath.Join(dir, "loopbot-main")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("make a cgroup for the bot under %s: %w", dir, err)
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(self)), 0); err != nil {
+			return fmt.Errorf("move the bot into %s: %w", leaf, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0); err != nil {
+		return fmt.Errorf("enable %s in %s: %w", strings.Join(enable, " "), dir, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,55 @@ func TestFindCgroups(t *testing.T) {
 	}
 	if c := findCgroups(filepath.Join(dir, "none"), self); c.pids() || c.note == "" {
 		t.Errorf("no cgroup mounts: %+v", c)
+	}
+}
+
+// TestFindCgroupsV2Delegated lays out a delegated cgroup v2 in a directory: the bot, alone in
+// its cgroup, moves into a leaf and enables pids and memory for the commands' cgroups. A
+// cgroup shared with another process is left alone.
+func TestFindCgroupsV2Delegated(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	tests := []struct {
+		name, procs string
+		wantPids    bool
+	}{
+		{"alone", self + "\n", true},
+		{"shared", self + "\n1\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bot := filepath.Join(dir, "fs", "bot")
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(os.MkdirAll(bot, 0o755))
+			must(os.WriteFile(filepath.Join(bot, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+			must(os.WriteFile(filepath.Join(bot, "cgroup.subtree_control"), nil, 0o644))
+			must(os.WriteFile(filepath.Join(bot, "cgroup.procs"), []byte(tt.procs), 0o644))
+			mounts := filepath.Join(dir, "mounts")
+			must(os.WriteFile(mounts, []byte("cgroup2 "+filepath.Join(dir, "fs")+" cgroup2 rw 0 0\n"), 0o644))
+			selfFile := filepath.Join(dir, "cgroup")
+			must(os.WriteFile(selfFile, []byte("0::/bot\n"), 0o644))
+
+			c := findCgroups(mounts, selfFile)
+			if c.pids() != tt.wantPids {
+				t.Fatalf("pids = %v, want %v (%+v)", c.pids(), tt.wantPids, c)
+			}
+			moved, _ := os.ReadFile(filepath.Join(bot, "loopbot-main", "cgroup.procs"))
+			enabled, _ := os.ReadFile(filepath.Join(bot, "cgroup.subtree_control"))
+			if !tt.wantPids {
+				if len(moved) > 0 || len(enabled) > 0 || !strings.Contains(c.note, "other than the bot") {
+					t.Errorf("a shared cgroup was changed: moved %q, enabled %q, note %q", moved, enabled, c.note)
+				}
+				return
+			}
+			if string(moved) != self || string(enabled) != "+pids +memory" || !c.memory() || c.hiers[0].dir != bot {
+				t.Errorf("moved %q, enabled %q, cgroups %+v", moved, enabled, c)
+			}
+		})
 	}
 }
