@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -235,5 +236,23 @@ func TestFindCgroupsV2Delegated(t *testing.T) {
 				t.Errorf("moved %q, enabled %q, cgroups %+v", moved, enabled, c)
 			}
 		})
+	}
+}
+
+func TestShellWithoutPrlimit(t *testing.T) {
+	needBwrap(t)
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	ws, err := NewWorkspaces(filepath.Join(t.TempDir(), "ws"), LimitsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewShell(ws, ShellConfig{Bwrap: bwrap}, LimitsConfig{})
+	out, err := runShell(t, s, "echo ran")
+	if err == nil || !strings.Contains(err.Error(), "util-linux") || strings.Contains(out, "ran") {
+		t.Errorf("shell without prlimit = %q, %v; want a refusal naming util-linux", out, err)
 	}
 }
