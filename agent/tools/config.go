@@ -46,6 +46,8 @@ type Config struct {
 	Shell     ShellConfig     `toml:"shell"`
 	Files     FilesConfig     `toml:"files"`
 	MCP       MCPConfig       `toml:"mcp"`
+	// Limits bounds what a shell command may use and what a run's workspace may hold.
+	Limits LimitsConfig `toml:"limits"`
 }
 
 // HTTPFetchConfig configures http_fetch.
@@ -176,6 +178,7 @@ func (c Config) Validate() error {
 	if c.Files.MaxReadBytes < 0 || c.Files.MaxWriteBytes < 0 || c.Files.MaxEntries < 0 {
 		bad("tools.files: size caps must not be negative")
 	}
+	errs = append(errs, c.Limits.validate()...)
 	if c.MCP.MinBackoff > 0 && c.MCP.MaxBackoff > 0 && c.MCP.MaxBackoff < c.MCP.MinBackoff {
 		bad("mcp.max_backoff: %s is shorter than min_backoff %s", time.Duration(c.MCP.MaxBackoff), time.Duration(c.MCP.MinBackoff))
 	}

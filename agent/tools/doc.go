@@ -4,9 +4,17 @@
 // The built-in tools are http_fetch (with SSRF protection decided at dial time on the
 // resolved address, and fetched content marked as untrusted), shell (a command run under
 // bubblewrap in the run's workspace, its risk assessed from the parsed command), and
-// read_file, write_file and list_files (confined to the run's workspace through os.Root).
-// Every run gets its own workspace directory, <workspace>/<sanitized run ID>, created on
+// read_file, write_file and list_files (confined to the run's workspace through os.Root,
+// opening without blocking or following links and refusing anything but regular files and
+// directories, so a named pipe cannot hang a run). Every tool returns when its context is
+// done. Every run gets its own workspace directory, <workspace>/<sanitized run ID>, created on
 // demand, so runs never see each other's files.
+//
+// LimitsConfig bounds each shell command and workspace (limits.go): prlimit(1) sets the
+// per-process limits (data, file size, and processes when nothing better is available), a
+// cgroup per command (cgroup.go) bounds its processes and memory where the bot's cgroup is
+// writable, bubblewrap sizes /tmp, and the workspace's disk use is measured while a command
+// runs. A limit hit is a tool error wrapping ErrLimit and naming the config key.
 //
 // MCP servers, reached over stdio or streamable HTTP with the official SDK, are supervised by
 // a Manager: one that fails to start or dies is logged and restarted with backoff, and its

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -79,6 +80,75 @@ func rootErr(p string, err error) error {
 	return err
 }
 
+// errNotRegular is the error of every path that names something other than a regular file or
+// directory: a named pipe, a socket or a device could block the tool forever or reach
+// outside the workspace.
+var errNotRegular = errors.New("the file tools only read and write regular files")
+
+// openRegular opens a path of the workspace for the file tools and returns it only if it is
+// a regular file. The open never blocks and never follows a symlink by itself: O_NONBLOCK
+// makes opening a named pipe return at once instead of waiting for a writer, and os.Root
+// opens every component with O_NOFOLLOW, resolving symlinks that stay inside the workspace
+// itself.
+func openRegular(root *os.Root, p, shown string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(p, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, perm)
+	if errors.Is(err, syscall.ENXIO) {
+		// Opening a socket fails so, as does a non-blocking write-only open of a named pipe
+		// that nobody reads.
+		kind := "not a regular file"
+		if fi, lerr := root.Lstat(p); lerr == nil {
+			kind = fileKind(fi.Mode())
+		}
+		return nil, nil, fmt.Errorf("%q is %s: %w", shown, kind, errNotRegular)
+	}
+	if err != nil {
+		return nil, nil, rootErr(shown, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("stat %q: %w", shown, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		if fi.IsDir() {
+			return nil, nil, fmt.Errorf("%q is a directory (use list_files for directories)", shown)
+		}
+		return nil, nil, fmt.Errorf("%q is %s: %w", shown, fileKind(fi.Mode()), errNotRegular)
+	}
+	return f, fi, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a regular file"
+}
+
+// ctxReader stops a read between chunks once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p[:min(len(p), 64<<10)])
+}
+
 // ReadFile is the read_file tool: it returns a text file of the run's workspace.
 type ReadFile struct {
 	ws  *Workspaces
@@ -115,7 +185,10 @@ func (t *ReadFile) assess(json.RawMessage) agent.Assessment {
 }
 
 // Call reads the file.
-func (t *ReadFile) Call(_ context.Context, inv agent.Invocation) (string, error) {
+func (t *ReadFile) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("read_file: %w", err)
+	}
 	var args struct {
 		Path   string `json:"path"`
 		Offset int64  `json:"offset"`
@@ -132,18 +205,11 @@ func (t *ReadFile) Call(_ context.Context, inv agent.Invocation) (string, error)
 		return "", err
 	}
 	defer root.Close()
-	f, err := root.Open(p)
+	f, fi, err := openRegular(root, p, args.Path, os.O_RDONLY, 0)
 	if err != nil {
-		return "", rootErr(args.Path, err)
+		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("stat %q: %w", args.Path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%q is not a regular file (use list_files for directories)", args.Path)
-	}
 	if args.Offset < 0 || args.Offset > fi.Size() {
 		return "", fmt.Errorf("offset %d is outside the file's %d bytes", args.Offset, fi.Size())
 	}
@@ -151,7 +217,7 @@ func (t *ReadFile) Call(_ context.Context, inv agent.Invocation) (string, error)
 	if limit <= 0 {
 		limit = defaultMaxRead
 	}
-	data, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, args.Offset, fi.Size()-args.Offset), limit))
+	data, err := io.ReadAll(io.LimitReader(ctxReader{ctx, io.NewSectionReader(f, args.Offset, fi.Size()-args.Offset)}, limit))
 	if err != nil {
 		return "", fmt.Errorf("read %q: %w", args.Path, err)
 	}
@@ -205,7 +271,10 @@ func (t *WriteFile) assess(json.RawMessage) agent.Assessment {
 }
 
 // Call writes the file.
-func (t *WriteFile) Call(_ context.Context, inv agent.Invocation) (string, error) {
+func (t *WriteFile) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("write_file: %w", err)
+	}
 	var args struct {
 		Path    string `json:"path"`
 		Content string `json:"content"`
@@ -237,10 +306,30 @@ func (t *WriteFile) Call(_ context.Context, inv agent.Invocation) (string, error
 			return "", rootErr(args.Path, err)
 		}
 	}
-	if err := root.WriteFile(p, []byte(args.Content), 0o644); err != nil {
-		return "", rootErr(args.Path, err)
+	if err := t.ws.fits(ctx, root, inv.RunID, p, int64(len(args.Content))); err != nil {
+		return "", err
+	}
+	f, _, err := openRegular(root, p, args.Path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", err
+	}
+	err = writeAll(ctx, f, args.Content)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %q: %w", args.Path, err)
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(args.Content), p), nil
+}
+
+// writeAll replaces the open file's content, stopping between chunks once ctx is done.
+func writeAll(ctx context.Context, f *os.File, content string) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := io.Copy(f, ctxReader{ctx, strings.NewReader(content)})
+	return err
 }
 
 // ListFiles is the list_files tool: it lists a directory of the run's workspace.
@@ -283,6 +372,9 @@ func (t *ListFiles) Call(ctx context.Context, inv agent.Invocation) (string, err
 	var args struct {
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"`
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("list_files: %w", err)
 	}
 	if err := json.Unmarshal(inv.Args, &args); err != nil {
 		return "", fmt.Errorf("list_files arguments: %w", err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/loopbot/loopbot/agent"
 )
@@ -26,7 +29,7 @@ func escapeFixture(t testing.TB) (*Workspaces, string) {
 	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte(secret), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := NewWorkspaces(filepath.Join(base, "ws"))
+	ws, err := NewWorkspaces(filepath.Join(base, "ws"), LimitsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,4 +245,80 @@ func FuzzWorkspacePath(f *testing.F) {
 			t.Fatalf("list_files %q listed outside:\n%s", p, out)
 		}
 	})
+}
+
+// within fails the test when f does not return in time: the guards tested with it keep a
+// tool from blocking forever, so without them the call never returns.
+func within[T any](t *testing.T, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not return", what)
+		var zero T
+		return zero
+	}
+}
+
+func TestFilesRefuseSpecialFiles(t *testing.T) {
+	ws, dir := escapeFixture(t)
+	read := NewReadFile(ws, FilesConfig{})
+	write := NewWriteFile(ws, FilesConfig{})
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO with a reader: a write-only open of it succeeds, so only the type check stops
+	// write_file from writing into the reader.
+	if err := syscall.Mkfifo(filepath.Join(dir, "read-fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.OpenFile(filepath.Join(dir, "read-fifo"), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	l, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("fifo", filepath.Join(dir, "fifo-link")))
+
+	tests := []struct {
+		tool agent.Tool
+		path string
+		want string
+	}{
+		{read, "fifo", "named pipe"},
+		{read, "fifo-link", "named pipe"},
+		{read, "read-fifo", "named pipe"},
+		{read, "sock", "socket"},
+		{read, "sub", "is a directory"},
+		{write, "fifo", "named pipe"},
+		{write, "read-fifo", "named pipe"},
+		{write, "sock", "socket"},
+		{write, "sub", "is a directory"},
+	}
+	for _, tt := range tests {
+		name := tt.tool.Info().Spec.Name + " " + tt.path
+		err := within(t, name, func() error {
+			_, err := call(t, tt.tool, "r1", map[string]any{"path": tt.path, "content": "x"})
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want it to say %q", name, err, tt.want)
+		}
+	}
+	if n, _ := reader.Read(make([]byte, 8)); n != 0 {
+		t.Errorf("write_file wrote %d bytes into a FIFO's reader", n)
+	}
 }

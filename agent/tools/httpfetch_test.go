@@ -70,6 +70,7 @@ func TestHTTPFetchRefusesInternal(t *testing.T) {
 		"rebind.example", "metadata.example",
 		"169.254.169.254", "[::ffff:169.254.169.254]", "10.0.0.1", "10.255.255.255", "172.16.0.1", "172.31.255.1",
 		"192.168.1.1", "100.64.0.1", "100.127.255.254", "[fc00::1]", "[fd12:3456::1]", "[fe80::1]", "[64:ff9b::7f00:1]",
+		"[::127.0.0.1]", "[::7f00:1]", "[::ffff:0:127.0.0.1]", "[2002:7f00:1::]", "[64:ff9b::10.0.0.1]",
 	} {
 		t.Run(host, func(t *testing.T) {
 			out, err := fetch(t, f, map[string]any{"url": fmt.Sprintf("http://%s:%d/", host, port)})
@@ -336,11 +337,13 @@ var mustRefuse = []netip.Prefix{
 	netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("::/128"),
 	netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"), netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("2002::/16"),
 }
 
 func FuzzAddressCheck(f *testing.F) {
 	for _, s := range []string{"127.0.0.1", "2130706433", "0x7f.0.0.1", "017700000001", "::ffff:127.0.0.1", "169.254.169.254",
-		"fe80::1%eth0", "100.64.1.1", "8.8.8.8", "0", "127.1", "::ffff:10.0.0.1"} {
+		"fe80::1%eth0", "100.64.1.1", "8.8.8.8", "0", "127.1", "::ffff:10.0.0.1", "::127.0.0.1", "2002:7f00:1::"} {
 		f.Add(s)
 	}
 	g := &guardedDialer{allow: &allowlist{}, lookup: func(context.Context, string) ([]netip.Addr, error) {

@@ -29,6 +29,8 @@ var internalPrefixes = func() []netip.Prefix {
 		"203.0.113.0/24",     // documentation
 		"240.0.0.0/4",        // reserved, and broadcast
 		"::/128",             // unspecified
+		"::/96",              // IPv4-compatible (deprecated), which embeds any IPv4 address
+		"::ffff:0:0:0/96",    // IPv4-translated (SIIT), which embeds any IPv4 address
 		"64:ff9b::/96",       // NAT64, which embeds any IPv4 address
 		"64:ff9b:1::/48",     // local-use NAT64
 		"100::/64",           // discard
@@ -53,9 +55,17 @@ var internalPrefixes = func() []netip.Prefix {
 	return ps
 }()
 
-// internal reports why an address must not be reached, or "" if it may.
+// internal reports why an address must not be reached, or "" if it may. An IPv6 address that
+// carries an IPv4 one (IPv4-mapped, IPv4-compatible, IPv4-translated, NAT64, 6to4) is judged
+// first by the IPv4 address inside, so the reason names it; the ranges of those forms stay
+// refused as a whole all the same, since a relay may carry the packet to the address inside.
 func internal(a netip.Addr) string {
 	a = a.Unmap()
+	if v4, form, ok := embeddedIPv4(a); ok {
+		if why := internal(v4); why != "" {
+			return fmt.Sprintf("%s, as %s %s", why, form, v4)
+		}
+	}
 	switch {
 	case !a.IsValid():
 		return "invalid"
@@ -76,6 +86,37 @@ func internal(a netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// The IPv6 ranges whose addresses carry an IPv4 one.
+var (
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+)
+
+// embeddedIPv4 returns the IPv4 address an IPv6 address carries, and the name of the form
+// that carries it.
+func embeddedIPv4(a netip.Addr) (netip.Addr, string, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, "", false
+	}
+	b := a.As16()
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte(b[i : i+4])) }
+	switch {
+	case a == netip.IPv6Unspecified() || a == netip.IPv6Loopback():
+		return netip.Addr{}, "", false
+	case ipv4Compatible.Contains(a):
+		return v4(12), "IPv4-compatible", true
+	case ipv4Translated.Contains(a):
+		return v4(12), "IPv4-translated", true
+	case nat64.Contains(a):
+		return v4(12), "NAT64", true
+	case sixToFour.Contains(a):
+		return v4(2), "6to4", true
+	}
+	return netip.Addr{}, "", false
 }
 
 // allowlist holds the internal destinations config lets through.

@@ -44,7 +44,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Set, error) {
 	var ws *Workspaces
 	if cfg.Shell.Enabled || cfg.Files.Enabled {
 		var err error
-		if ws, err = NewWorkspaces(cfg.Workspace); err != nil {
+		if ws, err = NewWorkspaces(cfg.Workspace, cfg.Limits); err != nil {
 			return nil, fmt.Errorf("tools config: %w", err)
 		}
 	}
@@ -56,7 +56,11 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Set, error) {
 		s.builtin = append(s.builtin, f)
 	}
 	if cfg.Shell.Enabled {
-		s.builtin = append(s.builtin, NewShell(ws, cfg.Shell))
+		sh := NewShell(ws, cfg.Shell, cfg.Limits)
+		if sh.groups.note != "" {
+			logger.Warn("shell sandbox: the process limit is weak", "why", sh.groups.note)
+		}
+		s.builtin = append(s.builtin, sh)
 	}
 	if cfg.Files.Enabled {
 		s.builtin = append(s.builtin, NewReadFile(ws, cfg.Files), NewWriteFile(ws, cfg.Files), NewListFiles(ws, cfg.Files))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,12 +29,20 @@ var ErrNoSandbox = errors.New("bubblewrap (bwrap) is not available")
 // Shell is the shell tool: it runs a command with /bin/sh -c in the run's workspace, inside a
 // bubblewrap sandbox whose only writable place is that workspace.
 type Shell struct {
-	cfg ShellConfig
-	ws  *Workspaces
+	cfg    ShellConfig
+	limits LimitsConfig
+	ws     *Workspaces
+	// groups are where the command's cgroups are made; nil means none.
+	groups *cgroups
+	// poll is how often the workspace's use is measured while a command runs.
+	poll time.Duration
 }
 
-// NewShell returns the shell tool over the given workspaces.
-func NewShell(ws *Workspaces, cfg ShellConfig) *Shell { return &Shell{cfg: cfg, ws: ws} }
+// NewShell returns the shell tool over the given workspaces. Every command runs within the
+// given limits; see LimitsConfig.
+func NewShell(ws *Workspaces, cfg ShellConfig, limits LimitsConfig) *Shell {
+	return &Shell{cfg: cfg, limits: limits, ws: ws, groups: detectCgroups(), poll: 250 * time.Millisecond}
+}
 
 func (t *Shell) timeout() time.Duration { return t.cfg.Timeout.or(defaultShellTimeout) }
 
@@ -49,7 +58,10 @@ func (t *Shell) Info() agent.ToolInfo {
 			Name: "shell",
 			Description: fmt.Sprintf("Run a command with /bin/sh -c in the workspace directory (the current directory), in a sandbox "+
 				"with a read-only system, a fresh /tmp and %s. Only the workspace is writable. The command is killed after %s. "+
-				"The result gives the exit code, stdout and stderr.", network, t.timeout()),
+				"The result gives the exit code, stdout and stderr. Limits: %s of memory a process, %d processes, "+
+				"files up to %s, %s in /tmp, %s and %d files in the workspace.",
+				network, t.timeout(), mib(t.limits.memory()), t.limits.processes(), mib(t.limits.fileSize()),
+				mib(t.limits.tmp()), mib(t.limits.workspace()), t.limits.workspaceFiles()),
 			Parameters: json.RawMessage(`{"type":"object","properties":{` +
 				`"command":{"type":"string","description":"the shell command line"}},` +
 				`"required":["command"],"additionalProperties":false}`),
@@ -87,14 +99,34 @@ func (t *Shell) Call(ctx context.Context, inv agent.Invocation) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("command not started: %w", err)
+	}
 	name, argv, err := t.commandLine(dir, args.Command)
 	if err != nil {
 		return "", err
 	}
+	prlimit, err := lookPrlimit()
+	if err != nil {
+		return "", err
+	}
+	before, err := t.ws.usage(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	var cg *commandCgroup
+	if t.groups != nil && len(t.groups.hiers) > 0 {
+		if cg, err = t.groups.create(t.limits); err != nil {
+			return "", err
+		}
+		defer cg.remove()
+	}
+	withNproc := t.groups == nil || !t.groups.pids()
+	full := cg.joinArgs(append(prlimitArgs(prlimit, t.limits, withNproc), append([]string{name}, argv...)...))
 	ctx, cancel := context.WithTimeout(ctx, t.timeout())
 	defer cancel()
 
-	cmd := exec.CommandContext(ctx, name, argv...)
+	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + sandboxPath, "HOME=" + dir, "LANG=C.UTF-8", "TMPDIR=/tmp"}
 	// The command leads its own process group, so the kill reaches every process it
@@ -112,17 +144,64 @@ func (t *Shell) Call(ctx context.Context, inv agent.Invocation) (string, error) 
 	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
-	runErr := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("command not started: %w", ctx.Err())
+		}
+		return "", fmt.Errorf("start command: %w", err)
+	}
+	grew := make(chan error, 1)
+	stopWatch := make(chan struct{})
+	go func() { grew <- t.watchWorkspace(ctx, dir, before, cmd.Process.Pid, stopWatch) }()
+	_ = cmd.Wait()
+	close(stopWatch)
+	wsErr := <-grew
 	out := formatShell(cmd.ProcessState, stdout, stderr)
 	switch {
+	case wsErr != nil:
+		return out, fmt.Errorf("command killed: %w", wsErr)
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return out, fmt.Errorf("command killed after the %s time limit, with all its processes", t.timeout())
 	case ctx.Err() != nil:
 		return out, fmt.Errorf("command stopped: %w", ctx.Err())
-	case runErr != nil && cmd.ProcessState == nil:
-		return "", fmt.Errorf("start command: %w", runErr)
+	}
+	errs := limitErrors(t.limits, cmd.ProcessState, stderr.String(), cg.events(), diskFull(dir))
+	// A command may fill the workspace faster than it is measured, and end before the next
+	// measure.
+	if after, err := t.ws.usage(context.WithoutCancel(ctx), dir); err == nil {
+		if err := t.ws.grown(before, after); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// watchWorkspace measures the workspace while the command runs and kills the command's
+// process group when the workspace grows past its limits. It returns the limit's error, or
+// nil once stop is closed.
+func (t *Shell) watchWorkspace(ctx context.Context, dir string, before usage, pid int, stop <-chan struct{}) error {
+	tick := time.NewTicker(t.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		now, err := t.ws.usage(ctx, dir)
+		if err != nil {
+			continue
+		}
+		if err := t.ws.grown(before, now); err != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return err
+		}
+	}
 }
 
 // commandLine returns the program and arguments that run the command: bubblewrap around
@@ -139,7 +218,7 @@ func (t *Shell) commandLine(dir, command string) (string, []string, error) {
 		}
 		return "/bin/sh", []string{"-c", command}, nil
 	}
-	return path, bwrapArgs(t.cfg, dir, command), nil
+	return path, bwrapArgs(t.cfg, t.limits, dir, command), nil
 }
 
 // etcFiles are the parts of /etc programs need to run; the rest (shadow, keys, the bot's own
@@ -154,7 +233,7 @@ var etcFiles = []string{
 // workspace as the only writable bind, every namespace unshared (the network too, unless
 // config shares it), all capabilities dropped, and a new session so the command cannot
 // reach the bot's terminal.
-func bwrapArgs(cfg ShellConfig, dir, command string) []string {
+func bwrapArgs(cfg ShellConfig, limits LimitsConfig, dir, command string) []string {
 	args := []string{
 		"--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
 		"--clearenv", "--setenv", "PATH", sandboxPath, "--setenv", "HOME", dir, "--setenv", "LANG", "C.UTF-8",
@@ -179,7 +258,7 @@ func bwrapArgs(cfg ShellConfig, dir, command string) []string {
 		args = append(args, "--ro-bind-try", p, p)
 	}
 	args = append(args,
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--proc", "/proc", "--dev", "/dev", "--size", strconv.FormatInt(limits.tmp(), 10), "--tmpfs", "/tmp",
 		"--bind", dir, dir, "--chdir", dir,
 		"--", "/bin/sh", "-c", command)
 	return args

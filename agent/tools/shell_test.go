@@ -27,7 +27,7 @@ func needBwrap(t *testing.T) {
 
 func shellTool(t *testing.T, cfg ShellConfig) (*Shell, string) {
 	t.Helper()
-	ws, err := NewWorkspaces(filepath.Join(t.TempDir(), "ws"))
+	ws, err := NewWorkspaces(filepath.Join(t.TempDir(), "ws"), LimitsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func shellTool(t *testing.T, cfg ShellConfig) (*Shell, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewShell(ws, cfg), dir
+	return NewShell(ws, cfg, LimitsConfig{}), dir
 }
 
 func runShell(t *testing.T, s *Shell, command string) (string, error) {
@@ -234,7 +234,7 @@ func TestShellAssess(t *testing.T) {
 		{ShellConfig{}, `{"command":`, agent.RiskConfirm},
 	}
 	for _, tt := range tests {
-		s := NewShell(nil, tt.cfg)
+		s := NewShell(nil, tt.cfg, LimitsConfig{})
 		if got := s.Assess(json.RawMessage(tt.args)); got.Risk != tt.want {
 			t.Errorf("Assess(%s) with %+v = %s (%s), want %s", tt.args, tt.cfg, got.Risk, got.Reason, tt.want)
 		}

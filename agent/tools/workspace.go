@@ -10,14 +10,15 @@ import (
 	"strings"
 )
 
-// Workspaces hands out the directory of each run under one root.
+// Workspaces hands out the directory of each run under one root, and bounds what each holds.
 type Workspaces struct {
-	root string
+	root   string
+	limits LimitsConfig
 }
 
 // NewWorkspaces returns the workspaces under root, which is made absolute so that the shell
-// sandbox can bind it.
-func NewWorkspaces(root string) (*Workspaces, error) {
+// sandbox can bind it. The workspace limits of limits bound each run's workspace.
+func NewWorkspaces(root string, limits LimitsConfig) (*Workspaces, error) {
 	if strings.TrimSpace(root) == "" {
 		return nil, errors.New("workspace root is empty")
 	}
@@ -25,7 +26,7 @@ func NewWorkspaces(root string) (*Workspaces, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace root: %w", err)
 	}
-	return &Workspaces{root: abs}, nil
+	return &Workspaces{root: abs, limits: limits}, nil
 }
 
 // Dir returns the run's workspace, creating it (and the root) when missing.

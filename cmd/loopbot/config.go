@@ -95,11 +95,13 @@ type ToolsConfig struct {
 	HTTPFetch tools.HTTPFetchConfig `toml:"http_fetch"`
 	Shell     tools.ShellConfig     `toml:"shell"`
 	Files     tools.FilesConfig     `toml:"files"`
+	Limits    tools.LimitsConfig    `toml:"limits"`
 }
 
 // ToolsConfig returns the configuration of package tools: [tools] and [mcp] together.
 func (c Config) ToolsConfig() tools.Config {
-	return tools.Config{Workspace: c.Tools.Workspace, HTTPFetch: c.Tools.HTTPFetch, Shell: c.Tools.Shell, Files: c.Tools.Files, MCP: c.MCP}
+	return tools.Config{Workspace: c.Tools.Workspace, HTTPFetch: c.Tools.HTTPFetch, Shell: c.Tools.Shell, Files: c.Tools.Files, MCP: c.MCP,
+		Limits: c.Tools.Limits}
 }
 
 // StoreConfig is the [store] section.
