@@ -347,6 +347,11 @@ func TestThreadVisibility(t *testing.T) {
 	if len(rec.got()) != n {
 		t.Errorf("bob's reply or click reached the bot")
 	}
+	// Bob resubmitting ann's goal's ID does not find her thread: a double submit is one
+	// person's.
+	if res, v := post(t, srv, "/api/threads", goal(uuid1, "ann", "same id"), as(bobToken)...); res.StatusCode != http.StatusCreated || v["thread"] == id {
+		t.Errorf("bob's goal with ann's submission ID: %s %v", res.Status, v)
+	}
 	// Bob's page got nothing of ann's thread: a thread of his own comes next, and before
 	// it no event names ann's.
 	if res, _ := post(t, srv, "/api/threads", goal("4b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", "", "bob's goal"), as(bobToken)...); res.StatusCode != http.StatusCreated {
