@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +41,15 @@ type Adapter struct {
 	// browser reconnecting after a restart gets a full snapshot.
 	epoch  string
 	buffer int
+	// auth decides who each request comes from.
+	auth *authenticator
+	// policy holds the bot's approver rules, which decide who sees every thread and
+	// whether this console can be started as configured.
+	policy bot.Policy
+	// seeAll are the user IDs that see every thread: the bot's approvers and Viewers.
+	seeAll []string
+	// warning is shown on every page when approver rules cannot be enforced here.
+	warning string
 
 	mu      sync.Mutex
 	seq     uint64 // the last change's sequence number
@@ -81,9 +92,26 @@ func WithClock(now func() time.Time) Option { return func(a *Adapter) { a.now = 
 // WithLogger sets the logger for what the console's users are not shown.
 func WithLogger(l *slog.Logger) Option { return func(a *Adapter) { a.log = l } }
 
+// WithPolicy tells the console the bot's approver rules. Its approvers see every thread
+// (they may decide on any run), and rules that need to tell people apart decide whether
+// a console that cannot do so may start: see New.
+func WithPolicy(p bot.Policy) Option { return func(a *Adapter) { a.policy = p } }
+
 // New validates cfg and builds an Adapter.
+//
+// A console whose people are one identity (no users and no trusted proxy) cannot enforce
+// approver rules that need two people (WithPolicy: approvers, approve_by = "approvers",
+// dangerous_needs_other, which is on unless set off). Exposed beyond loopback with a shared
+// token, New refuses it: someone set it up for several people, and the rules would quietly
+// mean nothing. On loopback it is the single-person console of one machine's user, and the
+// demo must start with the default policy, so New logs a warning and every page says it.
+// The rules still fail closed there: the one person cannot approve their own dangerous call.
 func New(cfg Config, opts ...Option) (*Adapter, error) {
 	cfg, err := cfg.check()
+	if err != nil {
+		return nil, fmt.Errorf("new web console: %w", err)
+	}
+	auth, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
 	}
@@ -100,11 +128,42 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		buffer:  subscriberBuffer,
 		threads: map[string]*thread{},
 		subs:    map[*subscriber]struct{}{},
+		auth:    auth,
 	}
 	for _, o := range opts {
 		o(a)
 	}
+	a.seeAll = slices.Clone(a.policy.Approvers)
+	for _, v := range cfg.Viewers {
+		a.seeAll = append(a.seeAll, userPrefix+v)
+	}
+	if err := a.checkIdentityRules(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("new web console: %w", err)
+	}
 	return a, nil
+}
+
+// checkIdentityRules refuses, or warns of, approver rules that a single-identity console
+// cannot enforce; addr is where it will listen.
+func (a *Adapter) checkIdentityRules(addr string) error {
+	rules := needsIdentity(a.policy)
+	if a.auth.mode != modeSingle || len(rules) == 0 {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("web addr %q is exposed with one shared token, so the console cannot tell people apart, and the bot's %s need it: "+
+			"give each person a token in [web.users] (or LOOPBOT_WEB_USERS), or put an authenticating proxy in front (web trusted_proxies)",
+			addr, strings.Join(rules, ", "))
+	}
+	a.warning = "Single-person console: it cannot tell people apart, so " + strings.Join(rules, ", ") + " cannot be enforced here"
+	if slices.Contains(rules, "dangerous_needs_other") {
+		a.warning += " (a dangerous call cannot be approved from this console)"
+	}
+	a.warning += ". Configure [web.users] for several people."
+	a.log.Warn("web console: approver rules cannot be enforced on a single-person console", "rules", rules, "addr", addr,
+		"fix", "configure [web.users] or web trusted_proxies")
+	return nil
 }
 
 // Name is "web".
@@ -177,7 +236,8 @@ func (a *Adapter) Notify(ctx context.Context, th bot.ThreadRef, userID, text str
 	ev := newEvent("", "notice", noticeData{Thread: th.Thread, Text: text})
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.publish(ev, func(s *subscriber) bool { return s.user == userID })
+	// Only the person's own pages get it: s.who is who the stream was authenticated as.
+	a.publish(ev, func(s *subscriber) bool { return s.who.name != "" && s.who.id() == userID })
 	return nil
 }
 
@@ -226,7 +286,7 @@ func (a *Adapter) thread(id, title string) *thread {
 	now := a.now()
 	t := &thread{id: id, title: title, created: now, updated: now}
 	a.threads[id] = t
-	a.publish(newEvent("", "thread", t.summary()), everyone)
+	a.publishSummary(t)
 	return t
 }
 
@@ -248,7 +308,7 @@ func (a *Adapter) forgetOldest() {
 			a.drop(s)
 		}
 	}
-	a.publish(newEvent("", "thread-gone", threadGone{ID: old.id}), everyone)
+	a.publish(newEvent("", "thread-gone", threadGone{ID: old.id}), a.viewers(old.id))
 }
 
 // add appends a new entry to t and pushes it; a.mu must be held.
@@ -271,7 +331,18 @@ func (a *Adapter) touch(t *thread, msg bot.Message) {
 	if msg.Kind == bot.KindStatus {
 		t.status = text.ClipRunes(firstLine(msg.Text), 80)
 	}
-	a.publish(newEvent("", "thread", t.summary()), everyone)
+	a.publishSummary(t)
+}
+
+// publishSummary announces t, new or changed, to the pages of those who may see it; a.mu
+// must be held.
+func (a *Adapter) publishSummary(t *thread) {
+	a.publish(newEvent("", "thread", t.summary()), a.viewers(t.id))
+}
+
+// viewers selects the subscribers whose person may see the thread threadID.
+func (a *Adapter) viewers(threadID string) func(*subscriber) bool {
+	return func(s *subscriber) bool { return a.mayView(s.who, threadID) }
 }
 
 // threadSummary is a thread in the list of threads.

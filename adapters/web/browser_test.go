@@ -134,7 +134,7 @@ type daemon struct {
 
 // serve opens the store at dbPath and serves the console on addr ("127.0.0.1:0" for any
 // port), with the bot built but not started: start starts it.
-func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deploy, cfg bot.Config) *daemon {
+func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deploy, cfg bot.Config, webCfg web.Config) *daemon {
 	t.Helper()
 	db, err := store.Open(dbPath)
 	if err != nil {
@@ -148,7 +148,8 @@ func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := web.New(web.Config{Banner: "DEMO MODE: a scripted model is playing a sample run"})
+	webCfg.Banner = "DEMO MODE: a scripted model is playing a sample run"
+	con, err := web.New(webCfg, web.WithPolicy(cfg.Policy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,9 +228,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // console starts a bot and its console and returns the console's URL.
-func console(t *testing.T, model *llmtest.Server, tool *deploy, cfg bot.Config) string {
+func console(t *testing.T, model *llmtest.Server, tool *deploy, cfg bot.Config, webCfg web.Config) string {
 	t.Helper()
-	d := serve(t, filepath.Join(t.TempDir(), "bot.db"), "127.0.0.1:0", model, tool, cfg)
+	d := serve(t, filepath.Join(t.TempDir(), "bot.db"), "127.0.0.1:0", model, tool, cfg, webCfg)
 	d.start(t)
 	return d.srv.URL
 }
@@ -265,21 +266,24 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
-// login opens url and gives the console the person's name.
-func login(url, who string) chromedp.Action[chromedp.Void] {
-	return chromedp.Steps(
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS("#name-panel")),
-		chromedp.SendKeys(chromedp.CSS("#name"), who),
-		chromedp.Click(chromedp.CSS("#name-submit")),
-		chromedp.WaitNotVisible(chromedp.CSS("#name-panel")),
-	)
+// login opens the console at base, signed in with token ("" on a single-person console),
+// goes to path (a thread's "#/t/..." or "") and waits until the page says who it is.
+func login(base, token, path, who string) chromedp.Action[chromedp.Void] {
+	steps := []chromedp.Action[chromedp.Void]{}
+	if token != "" {
+		// The login link sets the cookie and redirects to the console.
+		steps = append(steps, chromedp.Navigate(base+"/?token="+token))
+	}
+	return chromedp.Steps(append(steps,
+		chromedp.Navigate(base+"/"+path),
+		textIn("#who", "You are "+who),
+	)...)
 }
 
-// startGoal logs in as who, types a goal and waits for the run to ask for approval.
-func startGoal(url, who string) chromedp.Action[chromedp.Void] {
+// startGoal signs in, types a goal and waits for the run to ask for approval.
+func startGoal(url, token, who string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
-		login(url, who),
+		login(url, token, "", who),
 		chromedp.SendKeys(chromedp.CSS("#goal"), "deploy the site"),
 		chromedp.Click(chromedp.CSS("#goal-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#messages .msg-user")),
@@ -342,13 +346,13 @@ func TestBrowserApprove(t *testing.T) {
 	ctx := browser(t)
 	tool := &deploy{risk: agent.RiskConfirm}
 	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{})
+	url := console(t, model, tool, bot.Config{}, web.Config{})
 	err := chromedp.Do(ctx,
-		startGoal(url, "ann"),
+		startGoal(url, "", "you"),
 		chromedp.Click(chromedp.CSS(approveButton)),
 		textIn("#messages .msg-answer", "Deployed v1.2"),
 		textIn("#messages .msg-status", "Done"),
-		textIn("#messages .msg-approval", "Approved by ann"),
+		textIn("#messages .msg-approval", "Approved by you"),
 	)
 	if err != nil {
 		t.Fatalf("browser: %v", err)
@@ -356,6 +360,9 @@ func TestBrowserApprove(t *testing.T) {
 	banner, answer, card := text(t, ctx, "#banner"), text(t, ctx, "#messages .msg-answer"), text(t, ctx, "#messages .msg-approval")
 	if !strings.Contains(banner, "DEMO MODE") {
 		t.Errorf("banner %q", banner)
+	}
+	if w := text(t, ctx, "#identity-warning"); !strings.Contains(w, "dangerous_needs_other cannot be enforced here") {
+		t.Errorf("identity warning %q", w)
 	}
 	if !strings.Contains(answer, "<script>alert(1)</script>") {
 		t.Errorf("answer %q: the model's HTML should show as text", answer)
@@ -374,11 +381,11 @@ func TestBrowserReject(t *testing.T) {
 	ctx := browser(t)
 	tool := &deploy{risk: agent.RiskConfirm}
 	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{})
+	url := console(t, model, tool, bot.Config{}, web.Config{})
 	err := chromedp.Do(ctx,
-		startGoal(url, "ann"),
+		startGoal(url, "", "you"),
 		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
-		textIn("#messages .msg-approval", "Rejected by ann"),
+		textIn("#messages .msg-approval", "Rejected by you"),
 		textIn("#messages .msg-answer", "the call was rejected"),
 	)
 	if err != nil {
@@ -404,17 +411,17 @@ func TestBrowserRestart(t *testing.T) {
 	model := llmtest.NewTest(t, deployScript()...)
 	dbPath := filepath.Join(t.TempDir(), "bot.db")
 
-	first := serve(t, dbPath, "127.0.0.1:0", model, tool, bot.Config{})
+	first := serve(t, dbPath, "127.0.0.1:0", model, tool, bot.Config{}, web.Config{})
 	first.start(t)
 	url, addr := first.srv.URL, first.addr()
-	if err := chromedp.Do(ctx, startGoal(url, "ann")); err != nil {
+	if err := chromedp.Do(ctx, startGoal(url, "", "you")); err != nil {
 		t.Fatalf("browser, first process: %v", err)
 	}
 	first.stop(t)
 
 	// The console comes back on the same address before the bot starts, as it may when
 	// loopbot starts: until the bot re-sends the cards, the thread is unknown.
-	second := serve(t, dbPath, addr, model, tool, bot.Config{})
+	second := serve(t, dbPath, addr, model, tool, bot.Config{}, web.Config{})
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	select {
@@ -434,7 +441,7 @@ func TestBrowserRestart(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(approveButton)),
 		textIn("#conn", "live"),
 		chromedp.Click(chromedp.CSS(approveButton)),
-		textIn("#messages .msg-approval", "Approved by ann"),
+		textIn("#messages .msg-approval", "Approved by you"),
 		textIn("#messages .msg-answer", "Deployed v1.2"),
 		textIn("#messages .msg-status", "Done"),
 	)
@@ -456,17 +463,25 @@ func TestBrowserRestart(t *testing.T) {
 	checkModelSaw(t, model, "deployed v1.2")
 }
 
+// Per-user tokens of TestBrowserTwoPeople.
+const (
+	annToken = "ann-0123456789abcdef"
+	bobToken = "bob-0123456789abcdef"
+)
+
 // TestBrowserTwoPeople has ann start a dangerous call that she may not approve herself: her
-// click gets a notice only she sees, and bob, in a browser context of his own, approves it.
+// click gets a notice only she sees, and bob, signed in with his own token in a browser
+// context of his own, approves it. He sees her thread because he is an approver.
 func TestBrowserTwoPeople(t *testing.T) {
 	annCtx := browser(t)
 	tool := &deploy{risk: agent.RiskDangerous}
 	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{Policy: bot.Policy{Approvers: []string{"web:bob"}}})
+	url := console(t, model, tool, bot.Config{Policy: bot.Policy{Approvers: []string{"web:bob"}}},
+		web.Config{Users: map[string]string{"ann": annToken, "bob": bobToken}})
 
 	annDialogs := acceptDialogs(t, annCtx)
 	if err := chromedp.Do(annCtx,
-		startGoal(url, "ann"),
+		startGoal(url, annToken, "ann"),
 		chromedp.Click(chromedp.CSS(approveButton)),
 		textIn("#toasts .toast-notice", "someone other than the person who started the run"),
 		// The refused click leaves the buttons usable and the call pending.
@@ -482,12 +497,12 @@ func TestBrowserTwoPeople(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A browser context of his own, so bob does not share ann's name in local storage.
+	// A browser context of his own, so bob does not share ann's cookie.
 	bobCtx, cancelBob := chromedp.NewContext(annCtx, chromedp.WithNewBrowserContext())
 	defer cancelBob()
 	bobDialogs := acceptDialogs(t, bobCtx)
 	if err := chromedp.Do(bobCtx,
-		login(url+"/"+hash, "bob"),
+		login(url, bobToken, hash, "bob"),
 		textIn("#messages .msg-status", "Waiting for approval"),
 		chromedp.WaitVisible(chromedp.CSS(approveButton)),
 		chromedp.Click(chromedp.CSS(approveButton)),

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/bot"
@@ -16,23 +15,22 @@ import (
 // userPrefix makes console users' IDs distinct from every other platform's.
 const userPrefix = "web:"
 
-// maxNameLen bounds a display name, in runes.
-const maxNameLen = 40
-
 // request is the JSON body of every POST. ID is a UUID the page makes for the submission
 // and keeps until it succeeds, so a double submit or a retry is one delivery to the bot.
+// User is accepted and ignored: pages once sent a name there, and who acts is decided by
+// the request's credential only.
 type request struct {
 	ID     string `json:"id"`
-	User   string `json:"user"`
+	User   string `json:"user,omitempty"`
 	Text   string `json:"text,omitempty"`
 	Thread string `json:"thread,omitempty"`
 	Action string `json:"action,omitempty"`
 }
 
-// decodeRequest decodes a POST body into an event of kind, without its thread (the handler
-// decides it). For an action it also returns the thread the clicked card is in. Errors say
-// what is wrong in words a person can act on.
-func decodeRequest(body []byte, kind bot.EventKind) (bot.Event, string, error) {
+// decodeRequest decodes a POST body into an event of kind by who, without its thread (the
+// handler decides it). For an action it also returns the thread the clicked card is in.
+// Errors say what is wrong in words a person can act on.
+func decodeRequest(body []byte, kind bot.EventKind, who identity) (bot.Event, string, error) {
 	var req request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -45,11 +43,10 @@ func decodeRequest(body []byte, kind bot.EventKind) (bot.Event, string, error) {
 	if !validDeliveryID(req.ID) {
 		return bot.Event{}, "", errors.New("id: want the submission's UUID (8 to 64 letters, digits and dashes)")
 	}
-	name, err := checkName(req.User)
-	if err != nil {
-		return bot.Event{}, "", err
+	if who.name == "" {
+		return bot.Event{}, "", errors.New("no signed-in user")
 	}
-	ev := bot.Event{Kind: kind, ID: userPrefix + req.ID, User: bot.User{ID: userPrefix + name, Name: name}}
+	ev := bot.Event{Kind: kind, ID: userPrefix + req.ID, User: who.user()}
 	switch kind {
 	case bot.EventMention, bot.EventReply:
 		if req.Action != "" || req.Thread != "" {
@@ -90,20 +87,4 @@ func validDeliveryID(id string) bool {
 		}
 	}
 	return true
-}
-
-// checkName returns a display name trimmed, or why it cannot be one.
-func checkName(s string) (string, error) {
-	name := strings.TrimSpace(s)
-	switch {
-	case name == "":
-		return "", errors.New("user: a display name is required")
-	case !utf8.ValidString(name):
-		return "", errors.New("user: not valid UTF-8")
-	case utf8.RuneCountInString(name) > maxNameLen:
-		return "", fmt.Errorf("user: at most %d characters", maxNameLen)
-	case strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }):
-		return "", errors.New("user: letters, digits, punctuation and spaces only")
-	}
-	return name, nil
 }

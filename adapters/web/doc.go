@@ -1,11 +1,9 @@
 // Package web is loopbot's local web console: a third platform next to Slack and Discord,
 // served from the bot's own process and going through exactly the same bot code path.
 //
-// A person opens the console in a browser, picks a display name (kept in the browser's
-// localStorage; the user ID is "web:" + name, so two tabs with two names can play requester
-// and approver), types a goal, and watches the run's messages arrive: the status card edited
-// in place, the plan ticking, approval cards with Approve and Reject, failure summaries and
-// the answer. A reply box continues the thread or answers the run's question.
+// A person opens the console in a browser, types a goal, and watches the run's messages
+// arrive: the status card edited in place, the plan ticking, approval cards with Approve and
+// Reject, failure summaries and the answer. A reply box continues the thread or answers the run's question.
 //
 // The adapter keeps the console's threads and their messages in memory, bounded by
 // Config.MaxThreads and Config.MaxMessages. They are the console's view only: the runs
@@ -22,10 +20,20 @@
 // Content-Security-Policy with no inline script, so even a rendering mistake cannot run
 // code.
 //
-// Security: the console listens on loopback by default and then needs no token, but it
-// answers only to loopback host names, so a web page cannot reach it through DNS
-// rebinding. Bound to any other address it refuses to start without Config.Token; with a
-// token every request needs it, as a cookie set by opening /?token=... once or as an
-// Authorization: Bearer header. POST endpoints accept JSON only, require the X-Loopbot: 1
-// header and are protected against cross-origin requests.
+// Security: who a request comes from is decided by its credential only (identity.go); a
+// name in a body or query string is ignored. With no Config.Users and no
+// Config.TrustedProxies the console is one person, "web:you": it listens on loopback by
+// default and then needs no token, but answers only to loopback host names, so a web page
+// cannot reach it through DNS rebinding; a shared Config.Token makes every holder that one
+// person. Approver rules that need two people cannot be enforced there: New warns (and
+// every page says so) on loopback, and refuses an exposed console with a shared token.
+// With Config.Users each person signs in with their own token (a cookie set by opening
+// /?token=... once, or Authorization: Bearer), compared in constant time; with
+// Config.TrustedProxies an authenticating proxy names the person in a header believed only
+// from the proxy's addresses. The user ID is "web:" + name. A person sees the threads they
+// started (a thread's ID carries a hash of its owner, so this survives a restart) unless
+// they are one of the bot's approvers or Config.Viewers, or Config.Threads is "all"; a
+// notice reaches only its person's pages. Bound beyond loopback the console refuses to
+// start without users, a proxy or a token. POST endpoints accept JSON only, require the
+// X-Loopbot: 1 header and are protected against cross-origin requests.
 package web

@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// Server-sent events. One stream per open page: GET /api/events?thread=ID&user=NAME. It
-// starts with the list of threads and, for a thread, its messages: those changed since the
+// Server-sent events. One stream per open page: GET /api/events?thread=ID. The person is
+// the one the request was authenticated as; a user parameter, which pages once sent, is
+// ignored. It starts with the list of threads the person may see and, for a thread they
+// may see, its messages: those changed since the
 // Last-Event-ID the browser sends when it reconnects, or all of them after a "reset" event
 // when there is no usable ID. Then come the changes as they happen:
 //
@@ -39,8 +41,8 @@ type event struct {
 
 // subscriber is one open stream.
 type subscriber struct {
-	thread string // the thread the page shows, or ""
-	user   string // the page's user ID, for notices, or ""
+	thread string   // the thread the page shows, or ""
+	who    identity // who the stream was authenticated as: what it may see, whose notices
 	ch     chan event
 }
 
@@ -69,8 +71,6 @@ func newEvent(id, name string, v any) event {
 	}
 	return event{id: id, name: name, data: data}
 }
-
-func everyone(*subscriber) bool { return true }
 
 // eventID is the ID of the change with sequence number seq.
 func (a *Adapter) eventID(seq uint64) string { return a.epoch + "-" + strconv.FormatUint(seq, 10) }
@@ -111,7 +111,7 @@ func (a *Adapter) drop(s *subscriber) {
 
 // subscribe opens a subscription and returns it with the events that bring the page up to
 // date. lastID is the browser's Last-Event-ID header, "" on a first connection.
-func (a *Adapter) subscribe(threadID, userID, lastID string) (*subscriber, []event, error) {
+func (a *Adapter) subscribe(threadID string, who identity, lastID string) (*subscriber, []event, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -120,16 +120,11 @@ func (a *Adapter) subscribe(threadID, userID, lastID string) (*subscriber, []eve
 	var t *thread
 	if threadID != "" {
 		var ok bool
-		if t, ok = a.threads[threadID]; !ok {
+		if t, ok = a.visible(who, threadID); !ok {
 			return nil, nil, errNoThread
 		}
 	}
-	list := make([]threadSummary, 0, len(a.threads))
-	for _, t := range a.threads {
-		list = append(list, t.summary())
-	}
-	slices.SortFunc(list, func(x, y threadSummary) int { return y.Updated.Compare(x.Updated) })
-	init := []event{newEvent("", "threads", list)}
+	init := []event{newEvent("", "threads", a.summaries(who))}
 	if t != nil {
 		since, ok := a.parseEventID(lastID)
 		if !ok {
@@ -147,7 +142,7 @@ func (a *Adapter) subscribe(threadID, userID, lastID string) (*subscriber, []eve
 		}
 	}
 	init = append(init, newEvent(a.eventID(a.seq), "sync", struct{}{}))
-	s := &subscriber{thread: threadID, user: userID, ch: make(chan event, a.buffer)}
+	s := &subscriber{thread: threadID, who: who, ch: make(chan event, a.buffer)}
 	a.subs[s] = struct{}{}
 	return s, init, nil
 }
@@ -222,11 +217,8 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "thread: not a thread id")
 		return
 	}
-	userID := ""
-	if name, err := checkName(q.Get("user")); err == nil {
-		userID = userPrefix + name
-	}
-	s, init, err := a.subscribe(threadID, userID, r.Header.Get("Last-Event-ID"))
+	who, _ := requestIdentity(r)
+	s, init, err := a.subscribe(threadID, who, r.Header.Get("Last-Event-ID"))
 	switch err {
 	case nil:
 	case errNoThread:

@@ -27,7 +27,8 @@ type stream struct {
 	last string // the last event ID seen, as a browser keeps it
 }
 
-func openStream(t *testing.T, srv *httptest.Server, query, lastID string) *stream {
+// openStream opens GET /api/events?query, with extra headers in name, value pairs.
+func openStream(t *testing.T, srv *httptest.Server, query, lastID string, hdr ...string) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/events?"+query, nil)
@@ -36,6 +37,9 @@ func openStream(t *testing.T, srv *httptest.Server, query, lastID string) *strea
 	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	res, err := srv.Client().Do(req)
 	if err != nil {
@@ -221,13 +225,16 @@ func TestSlowSubscriberDoesNotBlockPost(t *testing.T) {
 	}
 }
 
+// TestNotifyGoesToOneUser has ann and bob, signed in with their own tokens, follow one
+// thread; each names the other in the query, as a forger would. A notice for ann reaches
+// ann's stream only.
 func TestNotifyGoesToOneUser(t *testing.T) {
-	a, srv, _ := newServer(t, Config{})
+	a, srv, _ := newServer(t, Config{Users: testUsers, Threads: ThreadsAll})
 	ctx := context.Background()
 	th := threadRef("t1")
 	a.Post(ctx, th, msg("start"))
-	ann := openStream(t, srv, "thread=t1&user=ann", "")
-	bob := openStream(t, srv, "thread=t1&user=bob", "")
+	ann := openStream(t, srv, "thread=t1&user=bob", "", "Authorization", "Bearer "+annToken)
+	bob := openStream(t, srv, "thread=t1&user=ann", "", "Authorization", "Bearer "+bobToken)
 	ann.until("sync")
 	bob.until("sync")
 	if err := a.Notify(ctx, th, "web:ann", "only ann <sees> this"); err != nil {

@@ -3,8 +3,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -51,11 +49,22 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 }
 
 // Serve is Run on a listener the caller opened (to learn the port of ":0", say). It refuses
-// a listener beyond loopback when no token is configured.
+// a listener beyond loopback when the console checks no credential, or when it has one
+// shared token and the bot has approver rules that need to tell people apart.
 func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h bot.Handler) error {
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && a.cfg.Token == "" && !tcp.IP.IsLoopback() {
-		ln.Close()
-		return fmt.Errorf("web console on %s: not a loopback address, so the console needs web token: refusing to serve it unprotected", ln.Addr())
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		var err error
+		switch rules := needsIdentity(a.policy); {
+		case !a.cfg.authenticates():
+			err = fmt.Errorf("web console on %s: not a loopback address, so the console needs web users, trusted_proxies or token: refusing to serve it unprotected", ln.Addr())
+		case a.auth.mode == modeSingle && len(rules) > 0:
+			err = fmt.Errorf("web console on %s: exposed with one shared token, so it cannot tell people apart, and the bot's %s need it: configure [web.users] or web trusted_proxies",
+				ln.Addr(), strings.Join(rules, ", "))
+		}
+		if err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	srv := &http.Server{
 		Handler:           a.HTTPHandler(h),
@@ -92,6 +101,7 @@ func (a *Adapter) HTTPHandler(h bot.Handler) http.Handler {
 	mux.HandleFunc("GET /api/threads", a.serveThreads)
 	mux.HandleFunc("GET /api/threads/{id}", a.serveThread)
 	mux.HandleFunc("GET /api/events", a.serveEvents)
+	mux.HandleFunc("GET /api/me", a.serveMe)
 	post := func(f func(http.ResponseWriter, *http.Request, bot.Handler, []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if body, ok := readPost(w, r); ok {
@@ -110,22 +120,19 @@ func (a *Adapter) HTTPHandler(h bot.Handler) http.Handler {
 	return a.guard(cop.Handler(mux))
 }
 
-// guard sets the security headers on every response and lets a request through only with
-// the token (when one is configured) or on a loopback host name (when none is).
+// guard sets the security headers on every response and lets a request through only when
+// it knows who the request comes from (identity.go), which it puts in the request's
+// context. On a single-person console with no token it lets through only loopback host
+// names.
 func (a *Adapter) guard(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(a.cfg.Token))
-	valid := func(tok string) bool {
-		got := sha256.Sum256([]byte(tok))
-		return tok != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", csp)
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "no-referrer")
-		if a.cfg.Token == "" {
-			// Without a token, only the loopback names reach the console, so that a
+		if a.auth.mode == modeSingle && !a.auth.hasShared {
+			// Without a credential, only the loopback names reach the console, so that a
 			// web page cannot point a name of its own at 127.0.0.1 (DNS rebinding).
 			host, _, err := net.SplitHostPort(r.Host)
 			if err != nil {
@@ -135,11 +142,9 @@ func (a *Adapter) guard(next http.Handler) http.Handler {
 				writeError(w, http.StatusForbidden, "this console answers to localhost and loopback addresses only")
 				return
 			}
-			next.ServeHTTP(w, r)
-			return
 		}
 		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet && r.URL.Path == "/" {
-			if !valid(tok) {
+			if _, ok := a.auth.token(tok); !ok {
 				writeError(w, http.StatusUnauthorized, "wrong token")
 				return
 			}
@@ -148,24 +153,28 @@ func (a *Adapter) guard(next http.Handler) http.Handler {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		tok := ""
-		if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			tok = strings.TrimSpace(auth)
-		} else if c, err := r.Cookie(cookieName); err == nil {
+		tok := bearerToken(r.Header.Get("Authorization"))
+		if c, err := r.Cookie(cookieName); tok == "" && err == nil {
 			tok = c.Value
 		}
-		if !valid(tok) {
+		who, err := a.auth.authenticate(r, tok)
+		switch {
+		case errors.Is(err, errUntrustedProxyHeader):
+			a.log.Warn("web console: refused an identity header from a peer that is not a trusted proxy", "peer", r.RemoteAddr, "header", a.cfg.ProxyUserHeader)
+			writeError(w, http.StatusForbidden, "identity header refused: this peer is not a trusted proxy")
+			return
+		case err != nil:
 			hd.Set("WWW-Authenticate", `Bearer realm="loopbot"`)
-			writeError(w, http.StatusUnauthorized, "this console needs its token: open /?token=... once, or send Authorization: Bearer")
+			writeError(w, http.StatusUnauthorized, "this console needs your token: open /?token=... once, or send Authorization: Bearer")
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), who)))
 	})
 }
 
 func (a *Adapter) serveIndex(w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
-	if err := a.index.Execute(&b, struct{ Banner string }{a.cfg.Banner}); err != nil {
+	if err := a.index.Execute(&b, struct{ Banner, Warning string }{a.cfg.Banner, a.warning}); err != nil {
 		a.log.Error("web console: render index page", "err", err)
 		writeError(w, http.StatusInternalServerError, "could not render the page")
 		return
@@ -193,21 +202,54 @@ type threadJSON struct {
 	Messages []messageData `json:"messages"`
 }
 
+// meJSON is who the console knows the page's person as, for GET /api/me.
+type meJSON struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Mode is how the console tells people apart, in words.
+	Mode string `json:"mode"`
+}
+
+func (a *Adapter) serveMe(w http.ResponseWriter, r *http.Request) {
+	who, _ := requestIdentity(r)
+	writeJSON(w, http.StatusOK, meJSON{ID: who.id(), Name: who.name, Mode: a.auth.mode.String()})
+}
+
 func (a *Adapter) serveThreads(w http.ResponseWriter, r *http.Request) {
+	who, _ := requestIdentity(r)
 	a.mu.Lock()
+	list := a.summaries(who)
+	a.mu.Unlock()
+	writeJSON(w, http.StatusOK, list)
+}
+
+// summaries lists the threads who may see, the latest first; a.mu must be held.
+func (a *Adapter) summaries(who identity) []threadSummary {
 	list := make([]threadSummary, 0, len(a.threads))
 	for _, t := range a.threads {
-		list = append(list, t.summary())
+		if a.mayView(who, t.id) {
+			list = append(list, t.summary())
+		}
 	}
-	a.mu.Unlock()
 	slices.SortFunc(list, func(x, y threadSummary) int { return y.Updated.Compare(x.Updated) })
-	writeJSON(w, http.StatusOK, list)
+	return list
+}
+
+// visible is the thread with id if who may see it. A thread someone may not see answers
+// as one that does not exist, so its ID tells nothing. a.mu must be held.
+func (a *Adapter) visible(who identity, id string) (*thread, bool) {
+	t, ok := a.threads[id]
+	if !ok || !a.mayView(who, id) {
+		return nil, false
+	}
+	return t, true
 }
 
 func (a *Adapter) serveThread(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	who, _ := requestIdentity(r)
 	a.mu.Lock()
-	t, ok := a.threads[id]
+	t, ok := a.visible(who, id)
 	var out threadJSON
 	if ok {
 		out.threadSummary = t.summary()
@@ -256,7 +298,8 @@ type postResult struct {
 
 // newThread is POST /api/threads: a goal opens a thread and starts a run in it.
 func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
-	ev, _, err := decodeRequest(body, bot.EventMention)
+	who, _ := requestIdentity(r)
+	ev, _, err := decodeRequest(body, bot.EventMention, who)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -264,13 +307,13 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 	a.mu.Lock()
 	var t *thread
 	for _, x := range a.threads {
-		if x.mention == ev.ID {
+		if x.mention == ev.ID && ownedBy(x.id, who.id()) {
 			t = x
 			break
 		}
 	}
 	if t == nil {
-		t = a.thread(randomID(8), text.ClipRunes(firstLine(ev.Text), 80))
+		t = a.thread(newThreadID(who.id()), text.ClipRunes(firstLine(ev.Text), 80))
 		t.mention = ev.ID
 		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
 	}
@@ -282,17 +325,18 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 // reply is POST /api/threads/{id}/messages: a message in a thread.
 func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
 	id := r.PathValue("id")
-	ev, _, err := decodeRequest(body, bot.EventReply)
+	who, _ := requestIdentity(r)
+	ev, _, err := decodeRequest(body, bot.EventReply, who)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	a.mu.Lock()
-	t, ok := a.threads[id]
+	t, ok := a.visible(who, id)
 	if ok && !slices.ContainsFunc(t.entries, func(e *entry) bool { return e.event == ev.ID }) {
 		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
 		t.updated = a.now()
-		a.publish(newEvent("", "thread", t.summary()), everyone)
+		a.publishSummary(t)
 	}
 	a.mu.Unlock()
 	if !ok {
@@ -304,13 +348,14 @@ func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, b
 
 // action is POST /api/actions: a button was clicked.
 func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h bot.Handler, body []byte) {
-	ev, id, err := decodeRequest(body, bot.EventAction)
+	who, _ := requestIdentity(r)
+	ev, id, err := decodeRequest(body, bot.EventAction, who)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	a.mu.Lock()
-	_, ok := a.threads[id]
+	_, ok := a.visible(who, id)
 	a.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, "no thread "+id)

@@ -41,9 +41,9 @@ func (r *recorder) got() []bot.Event {
 
 const testToken = "0123456789abcdef-secret"
 
-func newServer(t *testing.T, cfg Config) (*Adapter, *httptest.Server, *recorder) {
+func newServer(t *testing.T, cfg Config, opts ...Option) (*Adapter, *httptest.Server, *recorder) {
 	t.Helper()
-	a, err := New(cfg)
+	a, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +170,12 @@ func TestLoopbackHostNamesOnly(t *testing.T) {
 	}
 }
 
+// noRules is a bot policy with no approver rule that needs to tell people apart, as an
+// exposed console with one shared token needs.
+var noRules = WithPolicy(bot.Policy{DangerousNeedsOther: new(bool)})
+
 func TestToken(t *testing.T) {
-	_, srv, rec := newServer(t, Config{Addr: ":8080", Token: testToken})
+	_, srv, rec := newServer(t, Config{Addr: ":8080", Token: testToken}, noRules)
 	cookie := cookieName + "=" + testToken
 	tests := []struct {
 		name   string
@@ -316,14 +320,16 @@ func TestSubmissions(t *testing.T) {
 		t.Fatalf("action: %s %v", res.Status, v)
 	}
 
+	// On a single-person console everyone is "you", whatever name the body gives.
+	you := bot.User{ID: "web:you", Name: "you"}
 	ref := threadRef(id)
 	evs := rec.got()
 	want := []bot.Event{
-		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "summarise <the> issues\nplease"},
-		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "summarise <the> issues\nplease"},
-		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: bot.User{ID: "web:bob", Name: "bob"}, Text: "yes, go on"},
-		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: bot.User{ID: "web:bob", Name: "bob"}, Text: "yes, go on"},
-		{Kind: bot.EventAction, ID: "web:2b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: bot.User{ID: "web:bob", Name: "bob"}, ActionID: "approve-1"},
+		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: you, Text: "summarise <the> issues\nplease"},
+		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: you, Text: "summarise <the> issues\nplease"},
+		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on"},
+		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on"},
+		{Kind: bot.EventAction, ID: "web:2b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, ActionID: "approve-1"},
 	}
 	if len(evs) != len(want) {
 		t.Fatalf("got %d events, want %d: %+v", len(evs), len(want), evs)
@@ -346,7 +352,7 @@ func TestSubmissions(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("thread holds %d messages, want the goal and the reply once each", len(msgs))
 	}
-	if h := msgs[0].(map[string]any)["html"].(string); !strings.Contains(h, "summarise &lt;the&gt; issues") || !strings.Contains(h, ">ann<") {
+	if h := msgs[0].(map[string]any)["html"].(string); !strings.Contains(h, "summarise &lt;the&gt; issues") || !strings.Contains(h, ">you<") {
 		t.Errorf("goal message %s", h)
 	}
 	if a.threadCount() != 1 {

@@ -49,7 +49,10 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		if demo {
 			banner = demoBanner
 		}
-		a, err := web.New(web.Config{Addr: cfg.Web.Addr, Token: cfg.Web.Token, Banner: banner}, web.WithLogger(s.log))
+		a, err := web.New(web.Config{Addr: cfg.Web.Addr, Token: cfg.Web.Token, Banner: banner,
+			Users: cfg.Web.Users, UsersEnv: cfg.Web.UsersEnv, TrustedProxies: cfg.Web.TrustedProxies,
+			ProxyUserHeader: cfg.Web.ProxyUserHeader, Threads: cfg.Web.Threads, Viewers: cfg.Web.Viewers},
+			web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy))
 		if err != nil {
 			return nil, fmt.Errorf("web console: %w", err)
 		}

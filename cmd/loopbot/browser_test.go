@@ -58,10 +58,8 @@ func TestBrowserDemoApproveAcrossRestart(t *testing.T) {
 	const approve = "#messages .msg-approval button.btn-primary"
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS("#name-panel")),
-		chromedp.SendKeys(chromedp.CSS("#name"), "ann"),
-		chromedp.Click(chromedp.CSS("#name-submit")),
-		chromedp.WaitNotVisible(chromedp.CSS("#name-panel")),
+		// The demo console is a single-person one: the page names no one itself.
+		shows("#who", "You are you"),
 		shows("#banner", "DEMO MODE"),
 		chromedp.SendKeys(chromedp.CSS("#goal"), "write a report on the workspace"),
 		chromedp.Click(chromedp.CSS("#goal-submit")),
@@ -81,7 +79,7 @@ func TestBrowserDemoApproveAcrossRestart(t *testing.T) {
 		// The page reconnects by itself and the new daemon shows the pending card again.
 		chromedp.WaitVisible(chromedp.CSS(approve)),
 		chromedp.Click(chromedp.CSS(approve)),
-		shows("#messages .msg-approval", "Approved by ann"),
+		shows("#messages .msg-approval", "Approved by you"),
 		shows("#messages .msg-answer", "wrote report.md"),
 		shows("#messages .msg-status", "Done"),
 	)

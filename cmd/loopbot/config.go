@@ -62,6 +62,14 @@ type WebConfig struct {
 	Addr    string `toml:"addr"`
 	// Token protects the console; it is required when Addr is not a loopback address.
 	Token string `toml:"token"`
+
+	// The console's identity settings, passed to web.Config as they are (see its docs).
+	Users           map[string]string `toml:"users"`
+	UsersEnv        string            `toml:"-"`
+	TrustedProxies  []string          `toml:"trusted_proxies"`
+	ProxyUserHeader string            `toml:"proxy_user_header"`
+	Threads         string            `toml:"threads"`
+	Viewers         []string          `toml:"viewers"`
 }
 
 // SlackConfig is the [slack] section. Slack is on when a bot token is set (file or
@@ -259,6 +267,7 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	}
 	for env, dst := range map[string]*string{
 		"LOOPBOT_WEB_TOKEN":    &c.Web.Token,
+		"LOOPBOT_WEB_USERS":    &c.Web.UsersEnv,
 		"SLACK_BOT_TOKEN":      &c.Slack.BotToken,
 		"SLACK_APP_TOKEN":      &c.Slack.AppToken,
 		"SLACK_SIGNING_SECRET": &c.Slack.SigningSecret,

@@ -310,6 +310,7 @@ func TestFaultOversizedConsolePayload(t *testing.T) {
 		req, _ := http.NewRequest("POST", c.url+tt.path, body)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Loopbot", "1")
+		signIn(req, "ann")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Errorf("%s of %d bytes: %v, want a 413 answer", tt.name, len(tt.body), err)
@@ -321,7 +322,7 @@ func TestFaultOversizedConsolePayload(t *testing.T) {
 			t.Errorf("%s of %d bytes: %s %s, want 413 saying the limit", tt.name, len(tt.body), resp.Status, answer)
 		}
 	}
-	if list := strings.TrimSpace(get(t, c.url+"/api/threads")); list != "[]" {
+	if list := strings.TrimSpace(c.get("/api/threads")); list != "[]" {
 		t.Errorf("threads after the refused posts: %s, want none", list)
 	}
 	if n := len(model.Requests()); n != 0 {

@@ -225,6 +225,7 @@ func postConsole(url string, body map[string]string) consolePost {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Loopbot", "1")
+	signIn(req, body["user"])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return consolePost{err: err}

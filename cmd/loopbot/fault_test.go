@@ -117,6 +117,7 @@ path = %q
 addr = %q
 [web]
 addr = %q
+threads = "all"
 [tools]
 workspace = %q
 [tools.shell]
@@ -125,7 +126,7 @@ enabled = false
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.env = []string{"HOME=" + dir, "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=" + canaryKey}
+	s.env = []string{"HOME=" + dir, "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=" + canaryKey, "LOOPBOT_WEB_USERS=" + consoleUsersEnv()}
 	return s
 }
 

@@ -202,6 +202,31 @@ func (p *loopbotProc) terminate(limit time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// consoleUsers are the people of the fault tests' consoles, each with their own token
+// (given to the binary in LOOPBOT_WEB_USERS). A console with no users ignores the token.
+var consoleUsers = map[string]string{
+	"ann":     "ann-fault-token-0123456789",
+	"bob":     "bob-fault-token-0123456789",
+	"mallory": "mallory-fault-token-0123456789",
+}
+
+// consoleUsersEnv is consoleUsers as LOOPBOT_WEB_USERS writes them.
+func consoleUsersEnv() string {
+	var pairs []string
+	for name, tok := range consoleUsers {
+		pairs = append(pairs, name+"="+tok)
+	}
+	return strings.Join(pairs, ",")
+}
+
+// signIn makes req come from user (ann if empty), by the token the console knows them by.
+func signIn(req *http.Request, user string) {
+	if user == "" {
+		user = "ann"
+	}
+	req.Header.Set("Authorization", "Bearer "+consoleUsers[user])
+}
+
 // consoleClient drives a console's JSON API and event stream over HTTP as a browser does.
 type consoleClient struct {
 	t   *testing.T
@@ -216,6 +241,7 @@ func (c consoleClient) post(path string, body map[string]string) map[string]any 
 	req, _ := http.NewRequest("POST", c.url+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Loopbot", "1")
+	signIn(req, body["user"])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
@@ -253,7 +279,8 @@ func (c consoleClient) stream(thread string, done func(data string) bool) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", c.url+"/api/events?user=ann&thread="+thread, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.url+"/api/events?thread="+thread, nil)
+	signIn(req, "ann")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
@@ -276,7 +303,24 @@ func (c consoleClient) stream(thread string, done func(data string) bool) {
 // threadText is everything the console shows in a thread, as its JSON API serves it.
 func (c consoleClient) threadText(thread string) string {
 	c.t.Helper()
-	return get(c.t, c.url+"/api/threads/"+thread)
+	return c.get("/api/threads/" + thread)
+}
+
+// get is a GET of the console's API as ann.
+func (c consoleClient) get(path string) string {
+	c.t.Helper()
+	req, _ := http.NewRequest("GET", c.url+path, nil)
+	signIn(req, "ann")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return string(body)
 }
 
 // savedRuns opens the database of a stopped process and returns its runs, after checking

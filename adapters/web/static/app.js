@@ -1,12 +1,12 @@
 // The loopbot console. Plain JavaScript, no build step. Every message arrives as HTML the
 // server rendered and escaped; everything this script writes itself goes through
-// textContent.
+// textContent. Who the person is, the server decides from the credential the browser
+// holds (GET /api/me says); the page never names anyone itself.
 'use strict';
 
 (() => {
   const $ = (id) => document.getElementById(id);
-  const nameKey = 'loopbot.name';
-  let name = localStorage.getItem(nameKey) || '';
+  let name = '';           // who the server says this person is
   let current = null;      // the thread shown, or null on the home page
   let source = null;       // the page's one EventSource
   let threads = new Map(); // id -> summary
@@ -43,7 +43,7 @@
       method: 'POST',
       credentials: 'same-origin',
       headers: { 'Content-Type': 'application/json', 'X-Loopbot': '1' },
-      body: JSON.stringify({ ...body, id, user: name }),
+      body: JSON.stringify({ ...body, id }),
     });
     let data = {};
     try {
@@ -120,8 +120,7 @@
     clearTimeout(retryTimer);
     retryTimer = null;
     const gen = ++streams;
-    if (!name) return;
-    const q = new URLSearchParams({ user: name });
+    const q = new URLSearchParams();
     if (current) q.set('thread', current);
     const es = new EventSource(`/api/events?${q}`);
     source = es;
@@ -196,23 +195,19 @@
     (current ? $('reply') : $('goal')).focus();
   }
 
-  function askName() {
-    $('name').value = name;
-    $('name-panel').hidden = false;
-    $('name').focus();
-  }
-
-  function setWho() {
+  async function whoAmI() {
+    try {
+      const res = await fetch('/api/me', { credentials: 'same-origin' });
+      if (res.ok) name = (await res.json()).name || '';
+    } catch {
+      // The console is down: the stream's retries show it; the name comes next time.
+    }
     $('who').textContent = name ? `You are ${name}` : '';
   }
 
   async function submit(form, button, field, send) {
     const text = field.value.trim();
     if (!text) return;
-    if (!name) {
-      askName();
-      return;
-    }
     button.disabled = true;
     try {
       await send(text);
@@ -264,21 +259,8 @@
     }
   });
 
-  $('name-form').addEventListener('submit', (e) => {
-    e.preventDefault();
-    const v = $('name').value.trim();
-    if (!v) return;
-    name = v;
-    localStorage.setItem(nameKey, name);
-    $('name-panel').hidden = true;
-    setWho();
-    connect();
-  });
-
-  $('rename').addEventListener('click', askName);
   window.addEventListener('hashchange', route);
 
-  setWho();
+  whoAmI();
   route();
-  if (!name) askName();
 })();
