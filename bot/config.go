@@ -48,6 +48,9 @@ type Config struct {
 	Policy    Policy   `toml:"policy"`
 	// Redact lists extra secret values (such as configured tokens) that must never be posted.
 	Redact []string `toml:"redact"`
+	// MaxGoalBytes bounds a goal or a reply as a person sends it; a longer one is refused
+	// with a notice before anything stores it.
+	MaxGoalBytes int `toml:"max_goal_bytes"`
 }
 
 // Policy says who may use the bot and who may decide on tool calls. Users are matched by
@@ -78,6 +81,9 @@ func (c Config) Defaults() Config {
 	if c.DedupeTTL == 0 {
 		c.DedupeTTL = Duration(2 * time.Hour)
 	}
+	if c.MaxGoalBytes == 0 {
+		c.MaxGoalBytes = 16 << 10
+	}
 	if c.Policy.ApproveBy == "" {
 		c.Policy.ApproveBy = ApproveByRequester
 	}
@@ -101,6 +107,8 @@ func (c Config) Check() error {
 	switch {
 	case c.MaxConcurrentRuns < 0:
 		return errors.New("max_concurrent_runs must not be negative")
+	case c.MaxGoalBytes < 0:
+		return errors.New("max_goal_bytes must not be negative")
 	case c.EditInterval < 0 || c.Policy.ApprovalExpiry < 0:
 		return errors.New("durations must not be negative")
 	case c.DedupeTTL != 0 && time.Duration(c.DedupeTTL) < minDedupeTTL:

@@ -252,3 +252,64 @@ func TestContinueFromAnotherThreadIsRefused(t *testing.T) {
 		h.wantStatus(res.RunID, agent.StatusCompleted)
 	})
 }
+
+// With approve_by = "channel", anyone allowed to use the bot may decide, but only from the
+// approval's own channel: the channel is what the policy trusts, so a click from elsewhere is
+// refused even for a user the policy would accept.
+func TestApproveByChannelChecksTheChannel(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{ApproveBy: bot.ApproveByChannel}}, op)
+		h.model.add(use("op", `{}`), say("finished"))
+		res := h.mention(ann, "do the op")
+		h.settle()
+		approve, _ := h.buttons()
+		from := bot.ThreadRef{Platform: "test", Channel: "C9", Thread: "T1"}
+		if got := h.event(bot.Event{Kind: bot.EventAction, Thread: from, User: bob, ActionID: approve.ID}); got.Notice == "" {
+			t.Fatal("bob approved from another channel")
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		if got := h.click(bob, approve.ID); got.Notice != "" {
+			t.Fatalf("bob in the approval's channel: notice %q", got.Notice)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+		if aps := h.approvals(res.RunID); aps[0].DecidedBy.ID != bob.ID {
+			t.Errorf("decided by %+v, want bob", aps[0].DecidedBy)
+		}
+	})
+}
+
+// A goal or reply longer than max_goal_bytes is refused with a notice before anything is
+// stored: no run, no queue entry, no claim (a retry gets the same answer).
+func TestOversizedGoalRefused(t *testing.T) {
+	for _, kind := range []bot.EventKind{bot.EventMention, bot.EventReply} {
+		t.Run(string(kind), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				h := newHarness(t, bot.Config{MaxGoalBytes: 1024})
+				huge := strings.Repeat("x", 20<<10)
+				for range 2 {
+					res := h.event(bot.Event{Kind: kind, User: ann, Text: huge})
+					if res.RunID != "" || !strings.Contains(res.Notice, "up to 1 KB") || !strings.Contains(res.Notice, "20 KB") {
+						t.Fatalf("oversized %s: %+v", kind, res)
+					}
+				}
+				h.settle()
+				var runs []*bot.RunRecord
+				if err := h.db.View(context.Background(), func(tx bot.Tx) error {
+					var err error
+					runs, err = tx.Runs(bot.RunFilter{})
+					return err
+				}); err != nil || len(runs) != 0 {
+					t.Fatalf("%d runs stored for an oversized goal (%v)", len(runs), err)
+				}
+				// A goal within the limit still starts a run.
+				h.model.add(say("done"))
+				if res := h.mention(ann, strings.Repeat("y", 1024)); res.RunID == "" {
+					t.Fatalf("a goal at the limit: %+v", res)
+				}
+			})
+		})
+	}
+}

@@ -55,6 +55,13 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		return Result{}, nil
 	}
 	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
+		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
+		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
+		// of the same delivery gets the same answer.
+		return Result{Notice: fmt.Sprintf("That message is %s; loopbot takes goals and replies up to %s. "+
+			"Put large content in a file in the workspace or link to it, and ask again.", byteSize(len(ev.Text)), byteSize(b.cfg.MaxGoalBytes))}, nil
+	}
 	if !goal {
 		first, err := b.store.ClaimEvent(ctx, ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
 		if err != nil {
@@ -380,4 +387,15 @@ func displayName(u User) string {
 		return u.Name
 	}
 	return u.ID
+}
+
+// byteSize writes n bytes for a person: 900 bytes, 16 KB, 20.0 MB.
+func byteSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
