@@ -28,7 +28,7 @@ type dispatcher struct {
 	flush chan struct{}
 	done  chan struct{}
 
-	channels map[string]*channel // by platform/channel; the loop's alone
+	channels map[string]*channel // by paceKey; the loop's alone
 }
 
 func newDispatcher(store Store, platforms map[string]Platform, redactor *Redactor, log *slog.Logger, editInterval time.Duration) *dispatcher {
@@ -43,6 +43,22 @@ func newDispatcher(store Store, platforms map[string]Platform, redactor *Redacto
 		done:         make(chan struct{}),
 		channels:     map[string]*channel{},
 	}
+}
+
+// ThreadPaced is implemented by a Platform whose rate limits apply to each thread on its own
+// rather than to a whole channel: on Discord a thread is a channel with limits of its own, and
+// the web console keeps all its threads in one channel. Without it, calls are paced per
+// channel, as Slack's limits are.
+type ThreadPaced interface {
+	PacedPerThread() bool
+}
+
+// paceKey names the pacing state a call to thread t counts against.
+func (d *dispatcher) paceKey(t ThreadRef) string {
+	if p, ok := d.platforms[t.Platform].(ThreadPaced); ok && p.PacedPerThread() {
+		return t.Key()
+	}
+	return t.Platform + "/" + t.Channel
 }
 
 // poke wakes the loop without blocking.
@@ -132,7 +148,7 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
 	}
 	held, seen, stored := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, it := range items {
-		key := it.Thread.Platform + "/" + it.Thread.Channel
+		key := d.paceKey(it.Thread)
 		seen[key] = true
 		stored[it.Key] = true
 		if held[key] || ctx.Err() != nil {

@@ -56,8 +56,9 @@
 // The dispatcher is one goroutine that owns all of its state, so it needs no lock. It
 // renders every item from the records as they are when it is sent, so a card that waited
 // shows the latest state, and status card items share a key per run, so a burst of states
-// is one edit. Calls to a channel are spaced Config.EditInterval apart; a RateLimitError
-// holds that channel, and only that channel, for its RetryAfter; other failures back off
+// is one edit. Calls to a channel are spaced Config.EditInterval apart (calls to a thread,
+// for a platform that implements ThreadPaced); a RateLimitError holds that channel, and only
+// that channel, for its RetryAfter; other failures back off
 // per channel and are dropped after a bounded number of attempts, a PermanentError at
 // once. A card's first post stores its MessageRef, and later states edit it in place.
 // Everything posted goes through the Redactor first.

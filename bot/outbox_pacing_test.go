@@ -146,3 +146,61 @@ func settleStore(t *testing.T, db *store.DB, step time.Duration) {
 	}
 	t.Fatal("the runs and the outbox never settled")
 }
+
+// threadPaced is the recording platform, paced per thread as Discord and the console are.
+type threadPaced struct{ *recorder }
+
+func (threadPaced) PacedPerThread() bool { return true }
+
+// TestPacingUnit starts runs in three threads of one channel at once. A platform paced per
+// channel (Slack) gets their first posts EditInterval apart; a platform paced per thread (the
+// console, Discord) gets them together, so one busy thread does not slow its siblings.
+func TestPacingUnit(t *testing.T) {
+	for _, perThread := range []bool{false, true} {
+		t.Run(map[bool]string{false: "per channel", true: "per thread"}[perThread], func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				rec := &recorder{name: "paced"}
+				var plat bot.Platform = rec
+				if perThread {
+					plat = threadPaced{rec}
+				}
+				h := newHarness(t, bot.Config{EditInterval: bot.Duration(time.Second)})
+				h.others = []bot.Platform{plat}
+				h.restart()
+				for i := range 3 {
+					h.model.add(say("done"))
+					th := bot.ThreadRef{Platform: "paced", Channel: "C1", Thread: fmt.Sprintf("T%d", i)}
+					h.event(bot.Event{Kind: bot.EventMention, Thread: th, User: ann, Text: "go"})
+				}
+				h.settle()
+				first := map[string]time.Time{}
+				rec.mu.Lock()
+				for _, o := range rec.ops {
+					if _, ok := first[o.ref.Thread.Thread]; !ok && o.kind == "post" {
+						first[o.ref.Thread.Thread] = o.at
+					}
+				}
+				rec.mu.Unlock()
+				if len(first) != 3 {
+					t.Fatalf("posts reached %d threads, want 3", len(first))
+				}
+				var lo, hi time.Time
+				for _, at := range first {
+					if lo.IsZero() || at.Before(lo) {
+						lo = at
+					}
+					if at.After(hi) {
+						hi = at
+					}
+				}
+				spread := hi.Sub(lo)
+				if perThread && spread != 0 {
+					t.Errorf("first posts of three threads %v apart, want together", spread)
+				}
+				if !perThread && spread < 2*time.Second {
+					t.Errorf("first posts of three threads of one channel %v apart, want at least 2s", spread)
+				}
+			})
+		})
+	}
+}

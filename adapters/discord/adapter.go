@@ -163,6 +163,10 @@ func intents(messageContent bool) discordgo.Intent {
 // Name is "discord".
 func (a *Adapter) Name() string { return platformName }
 
+// PacedPerThread tells the bot to pace calls per thread: a Discord thread is a channel with
+// rate limits of its own, so one busy thread need not slow its siblings.
+func (a *Adapter) PacedPerThread() bool { return true }
+
 // Post sends msg to the thread with the bot token. A text longer than one message goes out
 // as several, and the reference names the one carrying the buttons (or the first). If a
 // later part fails with an error the bot retries (a 429, a 5xx), the retry of the same

@@ -169,6 +169,10 @@ func (a *Adapter) checkIdentityRules(addr string) error {
 // Name is "web".
 func (a *Adapter) Name() string { return PlatformName }
 
+// PacedPerThread tells the bot to pace calls per thread: every console thread lives in one
+// channel, and pacing them together would make each wait for all the others.
+func (a *Adapter) PacedPerThread() bool { return true }
+
 // Post adds msg to the thread and pushes it to the browsers showing the thread. A thread
 // the console does not know (it was forgotten, or the process restarted while the run went
 // on) is created.

@@ -185,6 +185,12 @@ type meteredPlatform struct {
 
 var _ bot.Platform = meteredPlatform{}
 
+// PacedPerThread passes on the wrapped platform's pacing unit, which the embedding would hide.
+func (mp meteredPlatform) PacedPerThread() bool {
+	p, ok := mp.Platform.(bot.ThreadPaced)
+	return ok && p.PacedPerThread()
+}
+
 func (mp meteredPlatform) count(method string, err error) {
 	outcome := "ok"
 	var rl *bot.RateLimitError
