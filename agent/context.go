@@ -134,13 +134,14 @@ func (r *runner) layoutSteps(msgs []Message, starts []int, fixed int) layout {
 			end = starts[j+1]
 		}
 		for _, m := range msgs[s:end] {
-			full[j] += estimateMessage(m, len(m.Content))
-			short[j] += estimateMessage(m, len(m.Content))
-			if m.Role == RoleTool && len(m.Content) > cfg.TruncateChars {
+			n := len(m.Content)
+			full[j] += estimateMessage(m, n)
+			if m.Role == RoleTool && n > cfg.TruncateChars {
 				// A shortened output is at most TruncateChars and a line that says what was
 				// cut or whose summary it is.
-				short[j] += estimateMessage(m, min(len(m.Content), cfg.TruncateChars+80+len(m.Name))) - estimateMessage(m, len(m.Content))
+				n = min(n, cfg.TruncateChars+80+len(m.Name))
 			}
+			short[j] += estimateMessage(m, n)
 		}
 		gist[j] = 8 + 40*len(msgs[s].ToolCalls)
 	}
