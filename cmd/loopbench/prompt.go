@@ -54,14 +54,14 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 		Key:   "cache_prefix_ratio",
 		Value: prefix,
 		Unit:  "ratio",
-		Note: fmt.Sprintf("same managed run: bytes of each request's tools and messages (JSON) that repeat the previous request's from the first byte, over its own, averaged over requests 2-%d",
-			len(managed)),
+		Note: fmt.Sprintf("same managed run: bytes of each request's tools and messages (JSON) that repeat the previous request's from the first byte, over its own, averaged over requests 2-%d (full history: %.2f)",
+			len(managed), prefixShare(full)),
 	}, {
 		Key:   "cached_cost_ratio",
 		Value: cached / naive,
 		Unit:  "ratio",
-		Note: fmt.Sprintf("same runs, tokens as bytes/4: managed with cached prefixes at %.0f%% of the input price (gpt-4o; >= %d tokens, %d-token steps) over full history without caching",
-			100*cachedInputPrice, cacheMinTokens, cacheStepTokens),
+		Note: fmt.Sprintf("same runs, tokens as bytes/4: managed with cached prefixes at %.0f%% of the input price (gpt-4o; >= %d tokens, %d-token steps) over full history without caching (full history with caching: %.2f)",
+			100*cachedInputPrice, cacheMinTokens, cacheStepTokens, cachedCost(full)/naive),
 	}}, nil
 }
 
