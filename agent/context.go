@@ -22,11 +22,12 @@ import (
 // bills and serves again the part of a prompt that repeats the previous one from its first
 // byte. So the prompt changes at its end from one step to the next, and the tiers move in
 // blocks: the steps in full grow from KeepRecent to twice that (or until the budget is
-// reached) before the older ones among them are cut all at once, back to KeepRecent, and
-// the oldest cut steps give way to the digest in blocks too. Between two such blocks each
-// prompt is the previous one with the new step and the plan appended. Where the blocks fall
-// is worked out again for every prompt by replaying the decisions over the steps so far
-// (layoutSteps), so it needs no state of its own and survives a restart.
+// reached) before the older ones among them are cut all at once, back to KeepRecent (or
+// fewer, when their outputs would crowd the budget), and the oldest cut steps give way to
+// the digest in blocks too. Between two such blocks each prompt is the previous one with the
+// new step and the plan appended. Where the blocks fall is worked out again for every prompt
+// by replaying the decisions over the steps so far (layoutSteps), so it needs no state of its
+// own and survives a restart.
 
 // estimateTokens is the usual rough measure of four characters a token, plus a little per
 // message for the role and framing.
