@@ -9,7 +9,7 @@
 //
 //	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,startup]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
-//	                       [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
+//	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
 //

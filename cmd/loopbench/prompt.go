@@ -33,7 +33,7 @@ const (
 // repeats the previous one's from its first byte, and what the managed run costs with
 // OpenAI's cached-input discount against the full-history loop billed without any.
 func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
-	managed, err := promptRequests(ctx, o, agent.Config{ContextTokens: 12000})
+	managed, err := promptRequests(ctx, o, agent.Config{ContextTokens: o.promptBudget})
 	if err != nil {
 		return nil, fmt.Errorf("with context management: %w", err)
 	}
@@ -48,8 +48,8 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 		Key:   "prompt_token_ratio",
 		Value: float64(managedTokens) / float64(fullTokens),
 		Unit:  "ratio",
-		Note: fmt.Sprintf("%d tool calls of %d KB each, then an answer, over HTTP: %d prompt tokens with ContextTokens 12000, %d with full history",
-			o.promptSteps, o.outputKB, managedTokens, fullTokens),
+		Note: fmt.Sprintf("%d tool calls of %d KB each, then an answer, over HTTP: %d prompt tokens with ContextTokens %d, %d with full history",
+			o.promptSteps, o.outputKB, managedTokens, o.promptBudget, fullTokens),
 	}, {
 		Key:   "cache_prefix_ratio",
 		Value: prefix,
