@@ -108,3 +108,27 @@ func BenchmarkPrompt(b *testing.B) {
 		})
 	}
 }
+
+// TestDigestSteps checks that the digest of dropped steps keeps a line for each call and for
+// what the user and the model said between steps.
+func TestDigestSteps(t *testing.T) {
+	ag, err := New(Config{}, nopModel{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{a: ag, st: stepsState(0, 0)}
+	got := r.digestSteps([]Message{
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "fetch", Arguments: `{"n":1}`}}},
+		{Role: RoleTool, ToolCallID: "c1", Name: "fetch", Content: "a long page"},
+		{Role: RoleAssistant, Content: "Which page next?"},
+		{Role: RoleUser, Content: "the second"},
+	})
+	for _, want := range []string{`- fetch({"n":1}): no result`, "- (you) Which page next?", "- (user) the second"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("digest %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "a long page") {
+		t.Errorf("digest %q holds a tool output", got)
+	}
+}

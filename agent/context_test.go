@@ -26,6 +26,8 @@ func TestPromptsShareAPrefix(t *testing.T) {
 		outputKB int
 		// maxRewrites bounds the requests that do not repeat the one before them.
 		maxRewrites int
+		// digest says whether the oldest steps must have given way to the digest.
+		digest bool
 	}{
 		// 2 KB outputs: twice KeepRecent steps fit the default budget, so outputs are cut
 		// KeepRecent at a time, when eight steps are in full: one request in four.
@@ -33,6 +35,9 @@ func TestPromptsShareAPrefix(t *testing.T) {
 		// 8 KB outputs reach a 12000-token budget within a few steps: the cuts come sooner
 		// but still in blocks, at most one request in three.
 		{name: "tight budget", budget: 12000, outputKB: 8, maxRewrites: (steps + 3) / 3},
+		// At 5000 tokens the shortened 2 KB outputs alone come to half the budget after
+		// about fifteen steps: the oldest of them then give way to the digest, in a block.
+		{name: "digest", budget: 5000, outputKB: 2, maxRewrites: (steps + 3) / 3, digest: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +60,7 @@ func TestPromptsShareAPrefix(t *testing.T) {
 
 			reqs := llm.requests()
 			budget := orDefault(tt.budget, 32000)
-			rewrites := 0
+			rewrites, digests := 0, 0
 			var sysChanged []int
 			for i, req := range reqs {
 				if n := agent.EstimateTokens(req.Messages); n > budget {
@@ -63,6 +68,9 @@ func TestPromptsShareAPrefix(t *testing.T) {
 				}
 				if sys := req.Messages[0]; sys.Role != agent.RoleSystem || sys.Content != reqs[0].Messages[0].Content {
 					sysChanged = append(sysChanged, i)
+				}
+				if slices.ContainsFunc(req.Messages, func(m agent.Message) bool { return strings.HasPrefix(m.Content, "Earlier steps, shortened") }) {
+					digests++
 				}
 				if i == 0 {
 					continue
@@ -81,7 +89,10 @@ func TestPromptsShareAPrefix(t *testing.T) {
 			if rewrites > tt.maxRewrites {
 				t.Errorf("%d of %d requests rewrote what the one before sent, want at most %d", rewrites, len(reqs), tt.maxRewrites)
 			}
-			t.Logf("%d of %d requests rewrote what the one before sent", rewrites, len(reqs))
+			t.Logf("%d of %d requests rewrote what the one before sent, %d held the digest", rewrites, len(reqs), digests)
+			if tt.digest != (digests > 0) {
+				t.Errorf("%d requests held the digest of the oldest steps, want some: %v", digests, tt.digest)
+			}
 
 			// The plan still reaches the model, as the last message, in its latest version.
 			last := reqs[len(reqs)-1].Messages
