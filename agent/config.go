@@ -46,7 +46,10 @@ type Config struct {
 
 	// ContextTokens is the prompt budget, estimated at four characters a token.
 	ContextTokens int
-	// KeepRecent is how many of the latest steps keep their tool outputs in full.
+	// KeepRecent is how many of the latest steps keep their tool outputs in full. Older
+	// outputs are cut in blocks, so that prompts share a prefix a provider can cache: up to
+	// twice KeepRecent steps stay in full before the older of them are cut at once, and
+	// fewer than KeepRecent when their outputs would crowd the ContextTokens budget.
 	KeepRecent int
 	// ContextStrategy is truncate or summarize.
 	ContextStrategy string

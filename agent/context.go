@@ -9,24 +9,43 @@ import (
 // Context management keeps every prompt under Config.ContextTokens. The state keeps the whole
 // conversation; prompts are built from it in tiers (seed 004):
 //
-//  1. The system prompt with the goal, pinned facts and the plan: always sent.
-//  2. The latest KeepRecent steps: sent in full.
+//  1. The system prompt with the goal and the pinned facts: always sent, and the same on
+//     every step of a run.
+//  2. The latest steps: sent in full.
 //  3. Older steps: their tool outputs cut to TruncateChars, or replaced by the summarizer's
 //     digest (kept in State.Summaries so that each output is summarised once).
 //  4. If that is still too large, the oldest steps give way to a one-line-per-call digest,
 //     and as a last resort recent outputs are cut too.
+//  5. The plan, last: it changes whenever the model updates it.
+//
+// A provider's prompt cache (OpenAI's automatic caching, vLLM and llama.cpp prefix caching)
+// bills and serves again the part of a prompt that repeats the previous one from its first
+// byte. So the prompt changes at its end from one step to the next, and the tiers move in
+// blocks: the steps in full grow from KeepRecent to twice that (or until the budget is
+// reached) before the older ones among them are cut all at once, back to KeepRecent (or
+// fewer, when their outputs would crowd the budget), and the oldest cut steps give way to
+// the digest in blocks too. Between two such blocks each prompt is the previous one with the
+// new step and the plan appended. Where the blocks fall is worked out again for every prompt
+// by replaying the decisions over the steps so far (layoutSteps), so it needs no state of its
+// own and survives a restart.
 
 // estimateTokens is the usual rough measure of four characters a token, plus a little per
 // message for the role and framing.
 func estimateTokens(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += 4 + len(m.Content)/4
-		for _, tc := range m.ToolCalls {
-			n += 4 + (len(tc.Name)+len(tc.Arguments))/4
-		}
+		n += estimateMessage(m, len(m.Content))
 	}
 	return n
+}
+
+// estimateMessage is estimateTokens of one message whose content is n bytes long.
+func estimateMessage(m Message, n int) int {
+	t := 4 + n/4
+	for _, tc := range m.ToolCalls {
+		t += 4 + (len(tc.Name)+len(tc.Arguments))/4
+	}
+	return t
 }
 
 // EstimateTokens is the prompt-size measure the loop keeps under its context budget.
@@ -36,61 +55,54 @@ func EstimateTokens(msgs []Message) int { return estimateTokens(msgs) }
 func (r *runner) prompt(ctx context.Context) []Message {
 	st, cfg := r.st, r.a.cfg
 	sys := Message{Role: RoleSystem, Content: r.systemText()}
+	var plan []Message
+	if p := r.planText(); p != "" {
+		plan = []Message{{Role: RoleUser, Content: p}}
+	}
 	msgs := st.Messages
 
 	// Steps start at assistant messages with tool calls; everything before the first one
-	// (history and the goal) is the head.
+	// (history and the goal) is the head. A step runs to the next one's start, so the user
+	// messages that arrive between steps belong to the step before them.
 	var starts []int
 	for i, m := range msgs {
 		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
 			starts = append(starts, i)
 		}
 	}
-	recentFrom := len(msgs)
-	if len(starts) > cfg.KeepRecent {
-		recentFrom = starts[len(starts)-cfg.KeepRecent]
-	} else if len(starts) > 0 {
-		recentFrom = starts[0]
+	head := len(msgs)
+	if len(starts) > 0 {
+		head = starts[0]
 	}
+	at := func(step int) int { // the index in msgs where a step starts
+		if step < len(starts) {
+			return starts[step]
+		}
+		return len(msgs)
+	}
+	fixed := estimateTokens([]Message{sys}) + estimateTokens(msgs[:head]) + estimateTokens(plan)
+	l := r.layoutSteps(msgs, starts, fixed)
 
-	out := make([]Message, 0, len(msgs)+1)
+	out := make([]Message, 0, len(msgs)+3)
 	out = append(out, sys)
-	for i, m := range msgs {
-		if i < recentFrom && m.Role == RoleTool && len(m.Content) > cfg.TruncateChars {
+	out = append(out, msgs[:head]...)
+	if l.drop > 0 {
+		out = append(out, Message{Role: RoleUser, Content: r.digestSteps(msgs[head:at(l.drop)])})
+	}
+	for _, m := range msgs[at(l.drop):at(l.cut)] {
+		if m.Role == RoleTool && len(m.Content) > cfg.TruncateChars {
 			m.Content = r.digest(ctx, m)
 		}
 		out = append(out, m)
 	}
+	out = append(out, msgs[at(l.cut):]...)
+	out = append(out, plan...)
 	if estimateTokens(out) <= cfg.ContextTokens {
 		return out
 	}
 
-	// Drop the oldest steps, whole (an assistant message and its tool results go together,
-	// as the API requires), into a digest, until the prompt fits or only recent steps remain.
-	total := estimateTokens(out)
-	dropEnd := 0
-	for _, s := range starts {
-		if s >= recentFrom || total <= cfg.ContextTokens {
-			break
-		}
-		end := s + 1
-		for end < len(msgs) && msgs[end].Role != RoleAssistant {
-			end++
-		}
-		total -= estimateTokens(out[1+s : 1+end])
-		total += 8 + 40*len(msgs[s].ToolCalls)
-		dropEnd = end
-	}
-	if dropEnd > 0 {
-		first := starts[0]
-		note := Message{Role: RoleUser, Content: r.digestSteps(msgs[first:dropEnd])}
-		kept := make([]Message, 0, len(out)-(dropEnd-first)+1)
-		kept = append(kept, out[:1+first]...)
-		kept = append(kept, note)
-		out = append(kept, out[1+dropEnd:]...)
-	}
-
-	// Last resort: cut tool outputs, oldest first, then the earliest history, until it fits.
+	// Last resort, when even the latest step and the head do not fit: cut tool outputs,
+	// oldest first, then the earliest history, until it fits.
 	for i := 1; i < len(out) && estimateTokens(out) > cfg.ContextTokens; i++ {
 		if out[i].Role == RoleTool && len(out[i].Content) > cfg.TruncateChars {
 			out[i].Content = truncate(out[i].Content, cfg.TruncateChars)
@@ -104,7 +116,76 @@ func (r *runner) prompt(ctx context.Context) []Message {
 	return out
 }
 
-// systemText is the part of the prompt that is always sent in full.
+// layout is how a prompt shows the steps of the conversation: the first drop steps are
+// replaced by the digest, the tool outputs of the steps before cut are shortened, and the
+// steps from cut on are sent in full.
+type layout struct{ drop, cut int }
+
+// layoutSteps works out the layout of the prompt for the steps so far. It replays the
+// decisions the earlier prompts of the run made, step by step, so the boundaries move only
+// where they moved then and, when they have to move again, in one block.
+func (r *runner) layoutSteps(msgs []Message, starts []int, fixed int) layout {
+	cfg := r.a.cfg
+	full := make([]int, len(starts))
+	short := make([]int, len(starts))
+	gist := make([]int, len(starts))
+	for j, s := range starts {
+		end := len(msgs)
+		if j+1 < len(starts) {
+			end = starts[j+1]
+		}
+		for _, m := range msgs[s:end] {
+			n := len(m.Content)
+			full[j] += estimateMessage(m, n)
+			if m.Role == RoleTool && n > cfg.TruncateChars {
+				// A shortened output is at most TruncateChars and a line that says what was
+				// cut or whose summary it is.
+				n = min(n, cfg.TruncateChars+80+len(m.Name))
+			}
+			short[j] += estimateMessage(m, n)
+		}
+		gist[j] = 8 + 40*len(msgs[s].ToolCalls)
+	}
+	return blockLayout(full, short, gist, fixed, cfg.ContextTokens, cfg.KeepRecent)
+}
+
+// blockLayout replays the compaction of a run's prompts over its steps, given each step's
+// tokens in full, shortened and as digest lines, the tokens of the rest of the prompt, the
+// budget and KeepRecent. Before the prompt of each step it checks whether the steps in full
+// have reached twice keep or the prompt its budget; only then does it move the boundaries:
+//
+//   - the steps in full are cut down to the latest keep, and to fewer (never none) while
+//     they would take more than half the room the rest of the prompt leaves them, so that
+//     several more steps fit before the next cut;
+//   - if the rest of the prompt then takes more than half the budget, the oldest shortened
+//     steps give way to the digest until those left take at most a quarter of it.
+func blockLayout(full, short, gist []int, fixed, budget, keep int) layout {
+	var l layout
+	fullSum, shortSum, gistSum := 0, 0, 0
+	rest := func() int { return fixed + gistSum + shortSum }
+	for k := 1; k <= len(full); k++ {
+		fullSum += full[k-1]
+		if k-l.cut < 2*keep && rest()+fullSum <= budget {
+			continue
+		}
+		for l.cut < k-1 && (k-l.cut > keep || 2*fullSum > budget-rest()) {
+			fullSum -= full[l.cut]
+			shortSum += short[l.cut]
+			l.cut++
+		}
+		if 2*rest() > budget {
+			for l.drop < l.cut && 4*shortSum > budget {
+				shortSum -= short[l.drop]
+				gistSum += gist[l.drop]
+				l.drop++
+			}
+		}
+	}
+	return l
+}
+
+// systemText is the part of the prompt that is always sent in full. It holds only what stays
+// the same for the whole run, so that every prompt of the run starts with the same bytes.
 func (r *runner) systemText() string {
 	st := r.st
 	var b strings.Builder
@@ -117,11 +198,20 @@ func (r *runner) systemText() string {
 			b.WriteString("\n- " + p)
 		}
 	}
-	if len(st.Plan) > 0 {
-		b.WriteString("\n\nYour plan so far:")
-		for _, it := range st.Plan {
-			fmt.Fprintf(&b, "\n- [%s] %s", it.Status, it.Step)
-		}
+	return b.String()
+}
+
+// planText is the model's checklist, sent as the last message rather than in the system
+// message: it changes with every update_plan, and a change near the start of a prompt would
+// make all of it new to a provider's prompt cache. Empty when there is no plan.
+func (r *runner) planText() string {
+	if len(r.st.Plan) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Your plan so far (kept with update_plan):")
+	for _, it := range r.st.Plan {
+		fmt.Fprintf(&b, "\n- [%s] %s", it.Status, it.Step)
 	}
 	return b.String()
 }
@@ -165,8 +255,11 @@ func (r *runner) digestSteps(msgs []Message) string {
 	var b strings.Builder
 	b.WriteString("Earlier steps, shortened to fit the context:")
 	for _, m := range msgs {
-		if m.Role == RoleUser {
+		switch {
+		case m.Role == RoleUser:
 			fmt.Fprintf(&b, "\n- (user) %s", truncate(m.Content, 200))
+		case m.Role == RoleAssistant && m.Content != "":
+			fmt.Fprintf(&b, "\n- (you) %s", truncate(m.Content, 200))
 		}
 		for _, tc := range m.ToolCalls {
 			status := "no result"

@@ -9,7 +9,7 @@
 //
 //	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,startup]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
-//	                       [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
+//	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
 //
@@ -23,6 +23,11 @@
 //	         in-process model and tool, checkpoint to the real store included.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
 //	         context management, divided by those of the same run keeping full history.
+//	         cache_prefix_ratio: the share of each managed request's tools and messages that
+//	         repeats the previous request's byte for byte from the start, the prefix a
+//	         provider's prompt cache serves, averaged over requests. cached_cost_ratio: the
+//	         managed run's input cost with that prefix at OpenAI's cached-input price (half,
+//	         for gpt-4o) over the full-history run's without caching.
 //	chat     chat_calls and max_edits_per_s: Slack Web API calls made for a run of many
 //	         slow model steps, mentioned over Socket Mode, and the most chat.update edits
 //	         of one channel in any second.

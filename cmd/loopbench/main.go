@@ -17,12 +17,13 @@ import (
 
 // options are the sizes the scenarios run at, set by flags.
 type options struct {
-	stepRuns    int
-	stepSteps   int
-	promptSteps int
-	outputKB    int
-	chatSteps   int
-	chatLatency time.Duration
+	stepRuns     int
+	stepSteps    int
+	promptSteps  int
+	outputKB     int
+	promptBudget int
+	chatSteps    int
+	chatLatency  time.Duration
 
 	makespanRuns    int
 	makespanSteps   int
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
+	fs.IntVar(&o.promptBudget, "prompt-budget", 12000, "prompt: ContextTokens of the run with context management")
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
 	fs.IntVar(&o.ackEvents, "ack-events", 500, "ack: app_mention envelopes in the burst")
@@ -107,7 +109,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
+	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.promptBudget < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
 		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 {
 		return fmt.Errorf("sizes must be positive")
 	}

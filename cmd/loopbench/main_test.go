@@ -165,7 +165,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 func TestScenariosRunSmall(t *testing.T) {
 	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
-	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
+	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
@@ -173,6 +173,14 @@ func TestScenariosRunSmall(t *testing.T) {
 	// Four 1 KB outputs fit any budget, so context management changes nothing here.
 	if r := got["prompt_token_ratio"]; r != 1 {
 		t.Errorf("prompt_token_ratio = %v, want 1 for a task that fits the budget", r)
+	}
+	// Nothing is cut either, so each request repeats all of the one before, and a prefix
+	// billed at the cached price makes the run cheaper than the uncached full history.
+	if r := got["cache_prefix_ratio"]; r <= 0.5 || r >= 1 {
+		t.Errorf("cache_prefix_ratio = %v, want between 0.5 and 1 for a task that fits the budget", r)
+	}
+	if r := got["cached_cost_ratio"]; r <= 0.5 || r >= 1 {
+		t.Errorf("cached_cost_ratio = %v, want between 0.5 and 1", r)
 	}
 	if got["chat_calls"] < 2 {
 		t.Errorf("chat_calls = %v, want at least a status card and an answer", got["chat_calls"])
