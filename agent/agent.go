@@ -137,6 +137,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err := start(r.a.now()); err != nil {
 		return fmt.Errorf("run %s: %w", st.RunID, err)
 	}
+	if st.Nonce == "" {
+		st.Nonce = newNonce() // a run saved before nonces existed
+	}
 	r.emit(Event{Kind: EventResumed})
 
 	remaining := r.a.cfg.MaxWall - st.Active

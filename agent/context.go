@@ -80,7 +80,9 @@ func (r *runner) prompt(ctx context.Context) []Message {
 		}
 		return len(msgs)
 	}
-	fixed := estimateTokens([]Message{sys}) + estimateTokens(msgs[:head]) + estimateTokens(plan)
+	// The markers around untrusted outputs are added last; their room is kept from the start.
+	marks := r.markersCost(msgs)
+	fixed := estimateTokens([]Message{sys}) + estimateTokens(msgs[:head]) + estimateTokens(plan) + marks
 	l := r.layoutSteps(msgs, starts, fixed)
 
 	out := make([]Message, 0, len(msgs)+3)
@@ -97,22 +99,24 @@ func (r *runner) prompt(ctx context.Context) []Message {
 	}
 	out = append(out, msgs[at(l.cut):]...)
 	out = append(out, plan...)
-	if estimateTokens(out) <= cfg.ContextTokens {
+	if estimateTokens(out)+marks <= cfg.ContextTokens {
+		r.wrapUntrusted(out)
 		return out
 	}
 
 	// Last resort, when even the latest step and the head do not fit: cut tool outputs,
 	// oldest first, then the earliest history, until it fits.
-	for i := 1; i < len(out) && estimateTokens(out) > cfg.ContextTokens; i++ {
+	for i := 1; i < len(out) && estimateTokens(out)+marks > cfg.ContextTokens; i++ {
 		if out[i].Role == RoleTool && len(out[i].Content) > cfg.TruncateChars {
 			out[i].Content = truncate(out[i].Content, cfg.TruncateChars)
 		}
 	}
-	for i := 1; i < len(out)-1 && estimateTokens(out) > cfg.ContextTokens; i++ {
+	for i := 1; i < len(out)-1 && estimateTokens(out)+marks > cfg.ContextTokens; i++ {
 		if out[i].Role != RoleTool && len(out[i].ToolCalls) == 0 && len(out[i].Content) > cfg.TruncateChars {
 			out[i].Content = truncate(out[i].Content, cfg.TruncateChars)
 		}
 	}
+	r.wrapUntrusted(out)
 	return out
 }
 
@@ -190,6 +194,8 @@ func (r *runner) systemText() string {
 	st := r.st
 	var b strings.Builder
 	b.WriteString(r.a.cfg.SystemPrompt)
+	b.WriteString("\n\n")
+	b.WriteString(untrustedNote(st.Nonce))
 	b.WriteString("\n\nGoal: ")
 	b.WriteString(st.Goal)
 	if len(st.Pinned) > 0 {

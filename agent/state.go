@@ -201,6 +201,10 @@ type State struct {
 	FinalAsked     bool `json:"final_asked,omitempty"`
 	LastSanityStep int  `json:"last_sanity_step,omitempty"`
 
+	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
+	// per run and never shown outside the prompts.
+	Nonce string `json:"nonce,omitempty"`
+
 	Pause  *Pause `json:"pause,omitempty"`
 	Answer string `json:"answer,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -217,6 +221,7 @@ func NewState(runID, goal string, history []Message, now time.Time) *State {
 		RunID:     runID,
 		Goal:      goal,
 		Status:    StatusQueued,
+		Nonce:     newNonce(),
 		Messages:  msgs,
 		CreatedAt: now.UTC(),
 		UpdatedAt: now.UTC(),

@@ -78,6 +78,9 @@ type ToolInfo struct {
 	Idempotent bool
 	// Timeout bounds one call; zero takes the loop's default.
 	Timeout time.Duration
+	// Untrusted tools return content from outside loopbot (web pages, files, command output,
+	// MCP results): the model sees it between the run's untrusted markers.
+	Untrusted bool
 }
 
 // Invocation is one call of a tool, with what the tool may need to know about its run.

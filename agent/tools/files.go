@@ -172,6 +172,7 @@ func (t *ReadFile) Info() agent.ToolInfo {
 		ReadOnly:   true,
 		Idempotent: true,
 		Timeout:    filesTimeout,
+		Untrusted:  true,
 	}
 }
 
@@ -354,6 +355,7 @@ func (t *ListFiles) Info() agent.ToolInfo {
 		ReadOnly:   true,
 		Idempotent: true,
 		Timeout:    filesTimeout,
+		Untrusted:  true,
 	}
 }
 

@@ -119,6 +119,7 @@ func (t *HTTPFetch) Info() agent.ToolInfo {
 		ReadOnly:   len(t.methods) == 2,
 		Idempotent: len(t.methods) == 2,
 		Timeout:    t.timeout + 5*time.Second,
+		Untrusted:  true,
 	}
 }
 

@@ -405,8 +405,9 @@ func (t *MCPTool) Info() agent.ToolInfo {
 	defer t.mu.Unlock()
 	desc := fmt.Sprintf("[MCP server %s, tool %s] %s", t.srv.cfg.Name, t.remote, t.desc)
 	return agent.ToolInfo{
-		Spec:    agent.ToolSpec{Name: t.name, Description: strings.TrimSpace(desc), Parameters: t.params},
-		Timeout: t.timeout,
+		Spec:      agent.ToolSpec{Name: t.name, Description: strings.TrimSpace(desc), Parameters: t.params},
+		Timeout:   t.timeout,
+		Untrusted: true, // a server's results and errors are outside content, trusted server or not
 	}
 }
 

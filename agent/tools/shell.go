@@ -66,7 +66,8 @@ func (t *Shell) Info() agent.ToolInfo {
 				`"command":{"type":"string","description":"the shell command line"}},` +
 				`"required":["command"],"additionalProperties":false}`),
 		},
-		Timeout: t.timeout() + 5*time.Second,
+		Timeout:   t.timeout() + 5*time.Second,
+		Untrusted: true,
 	}
 }
 
