@@ -35,7 +35,7 @@ type Shell struct {
 // NewShell returns the shell tool over the given workspaces.
 func NewShell(ws *Workspaces, cfg ShellConfig) *Shell { return &Shell{cfg: cfg, ws: ws} }
 
-func (t *Shell) timeout() time.Duration { return t.cfg.Timeout.or(defaultShellTimeout) }
+func (t *Shell) timeout() time.Duration { return durationOr(t.cfg.Timeout, defaultShellTimeout) }
 
 // Info describes shell. Its Timeout leaves the tool's own limit room to fire first, so the
 // model sees the output collected before the kill.
