@@ -11,8 +11,8 @@ import (
 // such as "bot loopbot (42)". It checks cfg as New does first, so a configuration Run would
 // refuse fails here too. It registers no commands and opens no gateway connection.
 // `loopbot check -online` calls it, so the command needs no Discord client or URL of its own.
-func CheckOnline(ctx context.Context, cfg Config) (string, error) {
-	a, err := New(cfg)
+func CheckOnline(ctx context.Context, cfg Config, opts ...Option) (string, error) {
+	a, err := New(cfg, opts...)
 	if err != nil {
 		return "", err
 	}

@@ -10,8 +10,8 @@ import (
 // configuration Run would refuse fails here too. It posts nothing and opens no Socket Mode
 // connection. `loopbot check -online` calls it, so the command needs no Slack client of its
 // own.
-func CheckOnline(ctx context.Context, cfg Config) (string, error) {
-	a, err := New(cfg)
+func CheckOnline(ctx context.Context, cfg Config, opts ...Option) (string, error) {
+	a, err := New(cfg, opts...)
 	if err != nil {
 		return "", err
 	}
