@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
+
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 )
@@ -411,5 +413,31 @@ public_key = "file"
 				t.Errorf("%s: %q, want the environment's value", tt.env, got)
 			}
 		})
+	}
+}
+
+// TestDecodeErrorHidesGoTypes checks the second pass on its own: should a wrong type ever get
+// past the first pass, go-toml's message, which names Go types, is replaced by what the key
+// wants.
+func TestDecodeErrorHidesGoTypes(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{"[agent]\nmax_steps = \"ten\"\n", "x.toml:2:13: agent.max_steps: want a whole number"},
+		{"[slack]\nallowed_channels = [1]\n", "x.toml:2:21: slack.allowed_channels: want a list of text"},
+		{"[agent.max_steps]\n", "agent.max_steps: want a whole number"},
+		{"[agent.risk]\ns.x = \"safe\"\n", "agent.risk.s: want a risk level"},
+	}
+	for _, tt := range tests {
+		var cfg Config
+		raw := toml.NewDecoder(strings.NewReader(tt.body)).DisallowUnknownFields().Decode(&cfg)
+		if raw == nil || showsGoType(raw) == "" {
+			t.Fatalf("%q: go-toml's own error %v shows no Go type; the test proves nothing", tt.body, raw)
+		}
+		err := decodeError("x.toml", raw, reflect.TypeFor[Config]())
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.body, err, tt.want)
+		}
+		if m := showsGoType(err); m != "" {
+			t.Errorf("%q: %v shows the Go type name %q", tt.body, err, m)
+		}
 	}
 }

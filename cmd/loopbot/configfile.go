@@ -38,7 +38,12 @@ func decodeConfig(path string, data []byte, cfg *Config) error {
 	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(cfg)
+	return decodeError(path, dec.Decode(cfg), reflect.TypeOf(cfg).Elem())
+}
+
+// decodeError turns an error of go-toml's decoder into lines that start with
+// path:line:column and name the key; root is the type decoded into.
+func decodeError(path string, err error, root reflect.Type) error {
 	if err == nil {
 		return nil
 	}
@@ -60,7 +65,7 @@ func decodeConfig(path string, data []byte, cfg *Config) error {
 		if speaksGo(msg) {
 			// The first pass should have caught this; never show go-toml's Go type names.
 			msg = "a value of the wrong type"
-			if t, n := fieldType(reflect.TypeOf(cfg).Elem(), key); t != nil {
+			if t, n := fieldType(root, key); t != nil {
 				key, msg = key[:n], "want "+describe(t)
 			}
 		}
