@@ -36,6 +36,7 @@ func TestLoadConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"unknown section", "[store]\npath = \"a.db\"\n\n[slak]\ntoken = \"x\"\n", []string{":4:", `"slak`}},
 		{"wrong type", "[agent]\nmax_steps = \"ten\"\n", []string{":2:", "max_steps"}},
 		{"bad duration", "[agent]\nmax_wall = \"forever\"\n", []string{":2:", "want a duration"}},
+		{"bare number duration", "[agent]\nmax_wall = 30\n", []string{":2:12:", "agent.max_wall", "needs a unit"}},
 		{"bad risk", "[agent.risk]\nshell = \"spicy\"\n", []string{"agent.risk.shell", "unknown risk level"}},
 		{"bad handling", "[agent]\nfailure_handling = \"panic\"\n", []string{"failure_handling", "ask_user"}},
 		{"broken toml", "[llm\nmodel = 1\n", []string{":1:"}},
