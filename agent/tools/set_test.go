@@ -146,3 +146,15 @@ type nopModel struct{}
 func (nopModel) Complete(context.Context, agent.Request) (agent.Reply, error) {
 	return agent.Reply{}, errors.New("nopModel is not for running")
 }
+
+// TestDefaultConfig checks that the defaults loopbot starts from are valid and offer the
+// built-in tools.
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("DefaultConfig does not validate: %v", err)
+	}
+	if !c.HTTPFetch.Enabled || !c.Shell.Enabled || !c.Files.Enabled || c.Workspace == "" {
+		t.Errorf("DefaultConfig = %+v", c)
+	}
+}

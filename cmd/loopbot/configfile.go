@@ -101,11 +101,11 @@ func (c *typeChecker) check(root reflect.Type) []error {
 			case t == nil:
 				continue // an unknown key: the decoder names it
 			case n < len(table):
-				c.fail(e.Key(), table[:n], fmt.Sprintf("want %s, not a table", describe(t)))
+				c.failKey(e.Key(), table[:n], fmt.Sprintf("want %s, not a table", describe(t)))
 				continue
 			}
 			if k := indirect(t).Kind(); k != reflect.Struct && k != reflect.Map && !(e.Kind == unstable.ArrayTable && k == reflect.Slice) {
-				c.fail(e.Key(), table, fmt.Sprintf("want %s, not a table", describe(t)))
+				c.failKey(e.Key(), table, fmt.Sprintf("want %s, not a table", describe(t)))
 			}
 		case unstable.KeyValue:
 			c.keyValue(root, table, e)
@@ -125,7 +125,7 @@ func (c *typeChecker) keyValue(root reflect.Type, table []string, kv *unstable.N
 	case t == nil:
 		return // an unknown key: the decoder names it
 	case n < len(key):
-		c.fail(kv.Key(), key[:n], fmt.Sprintf("want %s, not a table", describe(t)))
+		c.failKey(kv.Key(), key[:n], fmt.Sprintf("want %s, not a table", describe(t)))
 		return
 	}
 	c.value(root, key, t, kv.Value())
@@ -195,17 +195,22 @@ func (c *typeChecker) wrong(v *unstable.Node, key []string, t reflect.Type) {
 	c.fail(v, key, fmt.Sprintf("want %s, not %s", describe(t), kindWords(v.Kind)))
 }
 
-// fail records an error at node n (a value, or a table header's key) about key.
-func (c *typeChecker) fail(n any, key []string, msg string) {
+// fail records an error about key at the start of value v.
+func (c *typeChecker) fail(v *unstable.Node, key []string, msg string) {
+	c.failAt(c.p.Shape(v.Raw).Start, key, msg)
+}
+
+// failKey records an error about key at the last part of the key k as the file writes it
+// (the part at fault, in a dotted key or a table header).
+func (c *typeChecker) failKey(k unstable.Iterator, key []string, msg string) {
 	var pos unstable.Position
-	switch n := n.(type) {
-	case *unstable.Node:
-		pos = c.p.Shape(n.Raw).Start
-	case unstable.Iterator:
-		for n.Next() { // the key's last part: the one at fault
-			pos = c.p.Shape(n.Node().Raw).Start
-		}
+	for k.Next() {
+		pos = c.p.Shape(k.Node().Raw).Start
 	}
+	c.failAt(pos, key, msg)
+}
+
+func (c *typeChecker) failAt(pos unstable.Position, key []string, msg string) {
 	c.errs = append(c.errs, fmt.Errorf("%s:%d:%d: %s: %s", c.path, pos.Line, pos.Column, keyString(key), msg))
 }
 
