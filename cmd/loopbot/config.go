@@ -94,7 +94,7 @@ func DefaultConfig() Config {
 		Store:    StoreConfig{Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
 		Log:      LogConfig{Level: "info", Format: "text"},
 		Admin:    AdminConfig{Addr: "127.0.0.1:9090"},
-		Web:      WebConfig{Config: web.Config{Addr: web.DefaultAddr}},
+		Web:      WebConfig{Config: web.Config{Addr: web.DefaultAddr, MaxThreads: web.DefaultMaxThreads, MaxMessages: web.DefaultMaxMessages}},
 		demoPace: 800 * time.Millisecond,
 		LLM:      LLMConfig{Config: llm.DefaultConfig()},
 		Tools:    tools.DefaultConfig(),

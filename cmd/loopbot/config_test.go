@@ -442,3 +442,64 @@ func TestDecodeErrorHidesGoTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleShowsTheDefaults checks that the values config.example.toml shows are the
+// defaults, for the sections whose defaults are values of their Config (the tools and the
+// chat adapters fill theirs in where they are used).
+func TestExampleShowsTheDefaults(t *testing.T) {
+	cfg, err := LoadConfig("../../config.example.toml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultConfig()
+	for _, s := range []struct {
+		section         string
+		example, defval any
+	}{
+		{"store", cfg.Store, def.Store},
+		{"log", cfg.Log, def.Log},
+		{"admin", cfg.Admin, def.Admin},
+		{"llm", cfg.LLM, def.LLM},
+		{"web", cfg.Web, def.Web},
+		{"agent", cfg.Agent.Defaults(), def.Agent.Defaults()},
+		{"bot", cfg.Bot.Defaults(), def.Bot.Defaults()},
+	} {
+		ex, dv := emptyToNil(reflect.ValueOf(&s.example).Elem()), emptyToNil(reflect.ValueOf(&s.defval).Elem())
+		if !reflect.DeepEqual(ex, dv) {
+			t.Errorf("[%s] in config.example.toml is\n%+v\nbut the default is\n%+v", s.section, ex, dv)
+		}
+	}
+}
+
+// emptyToNil returns a copy of v with empty slices and maps made nil, so that `key = []` in
+// the file equals a key left out.
+func emptyToNil(v reflect.Value) any {
+	out := reflect.New(v.Type()).Elem()
+	out.Set(v)
+	if out.Kind() == reflect.Interface {
+		inner := reflect.New(out.Elem().Type()).Elem()
+		inner.Set(out.Elem())
+		return emptyToNil(inner)
+	}
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Field(i).CanSet() {
+					walk(v.Field(i))
+				}
+			}
+		case reflect.Slice, reflect.Map:
+			if v.Len() == 0 && !v.IsNil() {
+				v.Set(reflect.Zero(v.Type()))
+			}
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		}
+	}
+	walk(out)
+	return out.Interface()
+}
