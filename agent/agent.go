@@ -142,7 +142,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.emit(Event{Kind: EventResumed})
 
-	remaining := r.a.cfg.MaxWall - st.Active
+	remaining := time.Duration(r.a.cfg.MaxWall) - st.Active
 	if remaining <= 0 {
 		return r.exhausted(ctx, "the wall-time budget is spent")
 	}
@@ -672,7 +672,7 @@ func (r *runner) overBudget() string {
 		return fmt.Sprintf("the token budget (%d) is spent", cfg.MaxTokens)
 	case cfg.MaxCost > 0 && st.Usage.Cost >= cfg.MaxCost:
 		return fmt.Sprintf("the cost budget ($%.2f) is spent", cfg.MaxCost)
-	case st.Active+r.a.now().Sub(r.mark) >= cfg.MaxWall:
+	case st.Active+r.a.now().Sub(r.mark) >= time.Duration(cfg.MaxWall):
 		return "the wall-time budget is spent"
 	}
 	return ""

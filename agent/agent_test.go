@@ -216,7 +216,7 @@ func TestBudgets(t *testing.T) {
 		{"tokens", agent.Config{MaxTokens: 1000, StuckThreshold: 100}, 0, agent.Usage{PromptTokens: 300, CompletionTokens: 1}, true, "token budget"},
 		// At a dollar per million tokens, 300k tokens a step cost $0.30.
 		{"cost", agent.Config{MaxCost: 1, StuckThreshold: 100}, 0, agent.Usage{PromptTokens: 300_000}, true, "cost budget"},
-		{"wall time", agent.Config{MaxWall: time.Minute, StuckThreshold: 100}, 25 * time.Second, agent.Usage{}, true, "wall-time budget"},
+		{"wall time", agent.Config{MaxWall: agent.Duration(time.Minute), StuckThreshold: 100}, 25 * time.Second, agent.Usage{}, true, "wall-time budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,63 +18,65 @@ const (
 )
 
 // Config holds the loop's limits and policies. The zero value of a field means its default
-// (see Defaults); budgets left at zero are unlimited except MaxSteps and MaxWall.
+// (see Defaults); budgets left at zero are unlimited except MaxSteps and MaxWall. Its toml
+// tags are the keys of the [agent] section of loopbot's configuration file, which embeds it
+// as it is.
 type Config struct {
 	// SystemPrompt is prepended to every prompt of the executor.
-	SystemPrompt string
+	SystemPrompt string `toml:"system_prompt"`
 
 	// Budgets per run.
-	MaxSteps  int
-	MaxWall   time.Duration
-	MaxTokens int
-	MaxCost   float64
+	MaxSteps  int      `toml:"max_steps"`
+	MaxWall   Duration `toml:"max_wall"`
+	MaxTokens int      `toml:"max_tokens"`
+	MaxCost   float64  `toml:"max_cost"`
 	// NearLimit is the fraction of a budget past which the loop asks for a final answer.
-	NearLimit float64
+	NearLimit float64 `toml:"near_limit"`
 
 	// ToolTimeout bounds a tool call whose tool sets none.
-	ToolTimeout time.Duration
+	ToolTimeout Duration `toml:"tool_timeout"`
 	// MaxParallel bounds the read-only calls run at once.
-	MaxParallel int
+	MaxParallel int `toml:"max_parallel"`
 	// MaxToolRetries is how many failures in a row one tool may have before the loop stops
 	// running it in this run and tells the model to try something else.
-	MaxToolRetries int
+	MaxToolRetries int `toml:"max_tool_retries"`
 	// MaxConsecutiveFailures failed calls in a row trigger FailureHandling.
-	MaxConsecutiveFailures int
-	FailureHandling        string
+	MaxConsecutiveFailures int    `toml:"max_consecutive_failures"`
+	FailureHandling        string `toml:"failure_handling"`
 	// StuckThreshold identical calls, or identical errors, in a row pause the run.
-	StuckThreshold int
+	StuckThreshold int `toml:"stuck_threshold"`
 
 	// ContextTokens is the prompt budget, estimated at four characters a token.
-	ContextTokens int
+	ContextTokens int `toml:"context_tokens"`
 	// KeepRecent is how many of the latest steps keep their tool outputs in full. Older
 	// outputs are cut in blocks, so that prompts share a prefix a provider can cache: up to
 	// twice KeepRecent steps stay in full before the older of them are cut at once, and
 	// fewer than KeepRecent when their outputs would crowd the ContextTokens budget.
-	KeepRecent int
+	KeepRecent int `toml:"keep_recent"`
 	// ContextStrategy is truncate or summarize.
-	ContextStrategy string
+	ContextStrategy string `toml:"context_strategy"`
 	// TruncateChars is how much of an older tool output stays when truncated.
-	TruncateChars int
+	TruncateChars int `toml:"truncate_chars"`
 
 	// SanityEvery runs the sanity check every so many steps; zero turns it off.
-	SanityEvery int
+	SanityEvery int `toml:"sanity_every"`
 	// SanityAfterFailures runs the sanity check after a step with failed calls.
-	SanityAfterFailures bool
+	SanityAfterFailures bool `toml:"sanity_after_failures"`
 
 	// ConfirmCautious asks for approval of cautious calls too.
-	ConfirmCautious bool
+	ConfirmCautious bool `toml:"confirm_cautious"`
 	// LowMomentum failures in a row make cautious calls need approval.
-	LowMomentum int
+	LowMomentum int `toml:"low_momentum"`
 	// RiskFloor raises the risk of every call of a tool to at least this level.
-	RiskFloor map[string]Risk
+	RiskFloor map[string]Risk `toml:"risk"`
 
 	// MaxArgBytes bounds the arguments of one tool call as the model sends them; a longer
 	// call is refused before it is stored.
-	MaxArgBytes int
+	MaxArgBytes int `toml:"max_arg_bytes"`
 
 	// AbandonAfter is how long the loop waits for a tool call to return once its context has
 	// ended (cancel, timeout, shutdown) before it abandons the call and goes on.
-	AbandonAfter time.Duration
+	AbandonAfter Duration `toml:"abandon_after"`
 }
 
 // Defaults returns c with every unset field at its default.
@@ -94,17 +96,17 @@ func (c Config) Defaults() Config {
 	set(&c.TruncateChars, 600)
 	set(&c.LowMomentum, 2)
 	if c.MaxWall == 0 {
-		c.MaxWall = 30 * time.Minute
+		c.MaxWall = Duration(30 * time.Minute)
 	}
 	if c.NearLimit == 0 {
 		c.NearLimit = 0.9
 	}
 	if c.ToolTimeout == 0 {
-		c.ToolTimeout = 2 * time.Minute
+		c.ToolTimeout = Duration(2 * time.Minute)
 	}
 	set(&c.MaxArgBytes, 1<<20)
 	if c.AbandonAfter == 0 {
-		c.AbandonAfter = 10 * time.Second
+		c.AbandonAfter = Duration(10 * time.Second)
 	}
 	if c.FailureHandling == "" {
 		c.FailureHandling = FailureAskUser

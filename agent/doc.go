@@ -12,4 +12,8 @@
 //
 // The package knows nothing about chat platforms, storage or a particular model API: those
 // live behind the Model and Tool interfaces and in the packages that use this one.
+//
+// Config is the [agent] section of loopbot's configuration file as it is. Duration is the one
+// duration type of every package's Config: text with a unit ("30s", "5m") in the file, never a
+// bare number.
 package agent

@@ -30,7 +30,7 @@ func TestHardBudgetStops(t *testing.T) {
 		// At a dollar per million tokens, 5M prompt tokens cost $5, over a $1 budget.
 		{"cost", agent.Config{MaxCost: 1}, agent.Usage{PromptTokens: 5_000_000}, 0, "cost budget"},
 		// The tool call takes two minutes of a one-minute wall budget.
-		{"wall time", agent.Config{MaxWall: time.Minute}, agent.Usage{}, 2 * time.Minute, "wall-time budget"},
+		{"wall time", agent.Config{MaxWall: agent.Duration(time.Minute)}, agent.Usage{}, 2 * time.Minute, "wall-time budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestToolTimeout(t *testing.T) {
 				return "", ctx.Err()
 			}}
 			llm := newLLM(t, calls(call("hang", `{"q":"x"}`)), text("it timed out"))
-			r := newRun(t, newAgent(t, llm.model, agent.Config{ToolTimeout: tt.cfg}, []agent.Tool{hang}), "wait")
+			r := newRun(t, newAgent(t, llm.model, agent.Config{ToolTimeout: agent.Duration(tt.cfg)}, []agent.Tool{hang}), "wait")
 			r.advance()
 			r.wantStatus(agent.StatusCompleted)
 			if got <= 0 || got > tt.wantMax {
@@ -156,7 +156,7 @@ func TestStuckToolIsAbandoned(t *testing.T) {
 		stuck, started := newStuck(t)
 		llm := newLLM(t, calls(call("stuck", `{"q":"p"}`)))
 		var hooked []string
-		ag := newAgent(t, llm.model, agent.Config{AbandonAfter: 20 * time.Millisecond}, []agent.Tool{stuck},
+		ag := newAgent(t, llm.model, agent.Config{AbandonAfter: agent.Duration(20 * time.Millisecond)}, []agent.Tool{stuck},
 			agent.WithAbandonHook(func(tool string) { hooked = append(hooked, tool) }))
 		r := newRun(t, ag, "read the pipe")
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -178,7 +178,7 @@ func TestStuckToolIsAbandoned(t *testing.T) {
 	t.Run("timed out", func(t *testing.T) {
 		stuck, _ := newStuck(t)
 		llm := newLLM(t, calls(call("stuck", `{"q":"p"}`)), text("the pipe never answered"))
-		ag := newAgent(t, llm.model, agent.Config{ToolTimeout: 10 * time.Millisecond, AbandonAfter: 10 * time.Millisecond}, []agent.Tool{stuck})
+		ag := newAgent(t, llm.model, agent.Config{ToolTimeout: agent.Duration(10 * time.Millisecond), AbandonAfter: agent.Duration(10 * time.Millisecond)}, []agent.Tool{stuck})
 		r := newRun(t, ag, "read the pipe")
 		r.advance()
 		r.wantStatus(agent.StatusCompleted)

@@ -23,7 +23,7 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	}
 	timeout := reg.info.Timeout
 	if timeout <= 0 {
-		timeout = r.a.cfg.ToolTimeout
+		timeout = time.Duration(r.a.cfg.ToolTimeout)
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -45,7 +45,7 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	select {
 	case res = <-w.done:
 	case <-tctx.Done():
-		grace := time.NewTimer(r.a.cfg.AbandonAfter)
+		grace := time.NewTimer(time.Duration(r.a.cfg.AbandonAfter))
 		defer grace.Stop()
 		select {
 		case res = <-w.done:
@@ -55,12 +55,12 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 				break
 			}
 			r.a.log.Error("tool call abandoned: it did not return after its context ended",
-				"tool", c.Name, "run", r.st.RunID, "call", c.ID, "grace", r.a.cfg.AbandonAfter)
+				"tool", c.Name, "run", r.st.RunID, "call", c.ID, "grace", time.Duration(r.a.cfg.AbandonAfter))
 			if r.a.abandoned.hook != nil {
 				r.a.abandoned.hook(c.Name)
 			}
 			return callResult{err: fmt.Errorf("%s did not stop within %s of being cancelled and was abandoned; its effects are unknown",
-				c.Name, r.a.cfg.AbandonAfter)}
+				c.Name, time.Duration(r.a.cfg.AbandonAfter))}
 		}
 	}
 	if res.err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {

@@ -4,24 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/loopbot/loopbot/agent"
 )
-
-// Duration is a time.Duration that reads and writes as a Go duration string ("1s", "30m"),
-// so the command can decode Config straight from its TOML file.
-type Duration time.Duration
-
-// UnmarshalText reads a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"1s\" or \"30m\": %w", err)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText writes the duration as Go prints it.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
 // Who may approve a tool call (Policy.ApproveBy).
 const (
@@ -38,14 +23,16 @@ const (
 const minDedupeTTL = time.Hour
 
 // Config holds the bot's limits and policies. Zero fields take their defaults (Defaults).
+// Its toml tags are the keys of the [bot] section of loopbot's configuration file, which
+// embeds it as it is.
 type Config struct {
 	// MaxConcurrentRuns bounds the runs worked on at once; more wait, queued, in order.
 	MaxConcurrentRuns int `toml:"max_concurrent_runs"`
 	// EditInterval is the least time between two calls to one channel (posts and edits).
-	EditInterval Duration `toml:"edit_interval"`
+	EditInterval agent.Duration `toml:"edit_interval"`
 	// DedupeTTL is how long an inbound delivery ID is remembered; at least an hour.
-	DedupeTTL Duration `toml:"dedupe_ttl"`
-	Policy    Policy   `toml:"policy"`
+	DedupeTTL agent.Duration `toml:"dedupe_ttl"`
+	Policy    Policy         `toml:"policy"`
 	// Redact lists extra secret values (such as configured tokens) that must never be posted.
 	Redact []string `toml:"redact"`
 	// MaxGoalBytes bounds a goal or a reply as a person sends it; a longer one is refused
@@ -67,7 +54,7 @@ type Policy struct {
 	// It is a pointer so that leaving it out of the file means the safe default, true.
 	DangerousNeedsOther *bool `toml:"dangerous_needs_other"`
 	// ApprovalExpiry is how long an approval request waits before it counts as rejected.
-	ApprovalExpiry Duration `toml:"approval_expiry"`
+	ApprovalExpiry agent.Duration `toml:"approval_expiry"`
 }
 
 // Defaults returns c with every unset field at its default.
@@ -76,10 +63,10 @@ func (c Config) Defaults() Config {
 		c.MaxConcurrentRuns = 8
 	}
 	if c.EditInterval == 0 {
-		c.EditInterval = Duration(time.Second)
+		c.EditInterval = agent.Duration(time.Second)
 	}
 	if c.DedupeTTL == 0 {
-		c.DedupeTTL = Duration(2 * time.Hour)
+		c.DedupeTTL = agent.Duration(2 * time.Hour)
 	}
 	if c.MaxGoalBytes == 0 {
 		c.MaxGoalBytes = 16 << 10
@@ -92,7 +79,7 @@ func (c Config) Defaults() Config {
 		c.Policy.DangerousNeedsOther = &yes
 	}
 	if c.Policy.ApprovalExpiry == 0 {
-		c.Policy.ApprovalExpiry = Duration(30 * time.Minute)
+		c.Policy.ApprovalExpiry = agent.Duration(30 * time.Minute)
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -34,9 +35,9 @@ func TestConfigCheck(t *testing.T) {
 		{"approvers with a list", bot.Config{Policy: bot.Policy{ApproveBy: "approvers", Approvers: []string{"U1"}}}, ""},
 		{"unknown approve_by", bot.Config{Policy: bot.Policy{ApproveBy: "anyone"}}, "approve_by"},
 		{"approvers without a list", bot.Config{Policy: bot.Policy{ApproveBy: "approvers"}}, "at least one approver"},
-		{"short dedupe", bot.Config{DedupeTTL: bot.Duration(10 * time.Minute)}, "dedupe_ttl"},
+		{"short dedupe", bot.Config{DedupeTTL: agent.Duration(10 * time.Minute)}, "dedupe_ttl"},
 		{"negative runs", bot.Config{MaxConcurrentRuns: -1}, "max_concurrent_runs"},
-		{"negative interval", bot.Config{EditInterval: bot.Duration(-time.Second)}, "negative"},
+		{"negative interval", bot.Config{EditInterval: agent.Duration(-time.Second)}, "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +50,7 @@ func TestConfigCheck(t *testing.T) {
 }
 
 func TestDurationText(t *testing.T) {
-	var d bot.Duration
+	var d agent.Duration
 	if err := d.UnmarshalText([]byte("90s")); err != nil || time.Duration(d) != 90*time.Second {
 		t.Errorf("UnmarshalText(90s) = %v, %v", time.Duration(d), err)
 	}

@@ -280,7 +280,7 @@ func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
 func newHarnessWith(t *testing.T, cfg bot.Config, m agent.Model, tools ...agent.Tool) *harness {
 	t.Helper()
 	if cfg.EditInterval == 0 {
-		cfg.EditInterval = bot.Duration(time.Second)
+		cfg.EditInterval = agent.Duration(time.Second)
 	}
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "bot.db"), cfg: cfg, plat: &recorder{}, model: newModel(t), llm: m, tools: tools, clock: &clock{}}
 	h.open()

@@ -25,7 +25,7 @@ func TestThreadWithRealModelClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	look := &tool{name: "look", risk: agent.RiskSafe, out: "Paris"}
-	h := newHarnessWith(t, bot.Config{EditInterval: bot.Duration(time.Millisecond)}, client, look)
+	h := newHarnessWith(t, bot.Config{EditInterval: agent.Duration(time.Millisecond)}, client, look)
 
 	first := h.mention(ann, "What is the capital of France?")
 	h.plat.await(t, "the first answer and its finished card", func() bool {

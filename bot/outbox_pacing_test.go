@@ -73,7 +73,7 @@ func TestCallsToAChannelAreEditIntervalApartAsThePlatformGetsThem(t *testing.T) 
 		}
 		plat := &slowPlatform{recorder: &recorder{}, took: 300 * time.Millisecond}
 		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-		b, err := bot.New(bot.Config{EditInterval: bot.Duration(interval)}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+		b, err := bot.New(bot.Config{EditInterval: agent.Duration(interval)}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestPacingUnit(t *testing.T) {
 				if perThread {
 					plat = threadPaced{rec}
 				}
-				h := newHarness(t, bot.Config{EditInterval: bot.Duration(time.Second)})
+				h := newHarness(t, bot.Config{EditInterval: agent.Duration(time.Second)})
 				h.others = []bot.Platform{plat}
 				h.restart()
 				for i := range 3 {

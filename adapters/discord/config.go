@@ -17,32 +17,33 @@ const (
 	ModeHTTP = "http"
 )
 
-// Config is the adapter's configuration; cmd/loopbot fills it from the [discord] section of
-// the config file and the environment (DISCORD_BOT_TOKEN, DISCORD_PUBLIC_KEY).
+// Config is the [discord] section of loopbot's configuration file, which embeds it as it is;
+// cmd/loopbot lets the environment (DISCORD_BOT_TOKEN, DISCORD_PUBLIC_KEY) override the
+// file's secrets.
 type Config struct {
 	// Mode is "gateway" (the default) or "http".
-	Mode string
+	Mode string `toml:"mode"`
 	// Token is the bot token, with or without its "Bot " prefix. Both modes need it: posts
 	// and edits always go through the bot token.
-	Token string
+	Token string `toml:"token"`
 	// ApplicationID is the application's ID from the developer portal; commands are
 	// registered under it and interaction follow-ups are addressed with it.
-	ApplicationID string
+	ApplicationID string `toml:"application_id"`
 	// GuildIDs, if set, registers the commands in these guilds only (they appear at once);
 	// otherwise they are registered globally.
-	GuildIDs []string
+	GuildIDs []string `toml:"guild_ids"`
 	// PublicKey is the application's Ed25519 public key in hex; HTTP mode verifies every
 	// request with it.
-	PublicKey string
+	PublicKey string `toml:"public_key"`
 	// APIURL replaces https://discord.com/ in every REST URL (the fake Discord of the tests,
 	// a compatible proxy). The gateway's URL comes from the API's /gateway route.
-	APIURL string
+	APIURL string `toml:"api_url"`
 	// ListenAddr is where HTTP mode serves the interactions endpoint, e.g. ":8080".
-	ListenAddr string
+	ListenAddr string `toml:"listen_addr"`
 	// MessageContent says the privileged Message Content intent is enabled in the developer
 	// portal. Without it the adapter does not request it, and messages in a run's thread
 	// reach the bot only when they mention it.
-	MessageContent bool
+	MessageContent bool `toml:"message_content"`
 }
 
 // check validates c and returns it with defaults filled in.

@@ -19,4 +19,8 @@
 // *bot.PermanentError, and the bot's dispatcher does the pacing for every platform at once.
 // The one exception is opening a run's thread, which happens after the acknowledgement and
 // outside the bot's outbox: it is tried again after a 429's wait, within the event's time.
+//
+// Config is the [discord] section of loopbot's configuration file as it is, toml tags and
+// all. CheckOnline tries the bot token with /users/@me for `loopbot check -online`, so the
+// command needs no Discord client or URL of its own.
 package discord

@@ -276,7 +276,7 @@ func description(m discordfake.Message) string {
 // a status card there that is edited in place as the run goes, and the answer.
 func TestE2ESlashCommandRun(t *testing.T) {
 	seen, release := make(chan []discordfake.Request, 1), make(chan struct{})
-	e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)})
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)})
 	e.llm.Push(gate(t, e.f, seen, release, llmtest.Text("The answer is **42**.")))
 	e.start(t)
 	const goal = "find the answer"
@@ -381,7 +381,7 @@ func TestE2EApproveByButton(t *testing.T) {
 		{"after a restart", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)}, approvalScript()...)
+			e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)}, approvalScript()...)
 			e.start(t)
 			thread, card := startApproval(t, e)
 			approve := buttonIDs(card)["Approve"]
@@ -433,7 +433,7 @@ func TestE2EApproveByButton(t *testing.T) {
 // approval still waits, no card is edited, the tool does not run; the requester's click
 // afterwards still works.
 func TestE2EClickByOtherUserChangesNothing(t *testing.T) {
-	e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)}, approvalScript()...)
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)}, approvalScript()...)
 	e.start(t)
 	thread, card := startApproval(t, e)
 	// Let the outbox settle, so that anything sent after the click was caused by it.
@@ -482,7 +482,7 @@ func equalJSON(a, b any) bool {
 // its final state, with one retry rather than a storm of edits.
 func TestE2ECardEditRateLimited(t *testing.T) {
 	seen, release := make(chan []discordfake.Request, 1), make(chan struct{})
-	e := newE2E(t, bot.Config{EditInterval: bot.Duration(10 * time.Millisecond)})
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)})
 	e.llm.Push(gate(t, e.f, seen, release, llmtest.Text("All done.")))
 	e.start(t)
 	const goal = "a job that ends quickly"

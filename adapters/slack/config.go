@@ -21,30 +21,31 @@ const (
 // DefaultAPIURL is Slack's Web API.
 const DefaultAPIURL = "https://slack.com/api/"
 
-// Config is the Slack section of loopbot's configuration. cmd/loopbot fills it from the
-// file and the environment (SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_SECRET).
+// Config is the [slack] section of loopbot's configuration file, which embeds it as it is;
+// cmd/loopbot lets the environment (SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_SECRET)
+// override the file's secrets.
 type Config struct {
 	// Mode is ModeSocket (the default) or ModeHTTP.
-	Mode string
+	Mode string `toml:"mode"`
 	// BotToken is the bot user OAuth token, xoxb-…; always needed.
-	BotToken string
+	BotToken string `toml:"bot_token"`
 	// AppToken is the app-level token with connections:write, xapp-…; Socket Mode only.
-	AppToken string
+	AppToken string `toml:"app_token"`
 	// SigningSecret verifies that HTTP requests come from Slack; HTTP mode only.
-	SigningSecret string
+	SigningSecret string `toml:"signing_secret"`
 	// APIURL is the Web API base URL, ending in a slash; DefaultAPIURL when empty. A
 	// Slack-compatible server (or a test's) can stand in for Slack.
-	APIURL string
+	APIURL string `toml:"api_url"`
 	// ListenAddr is where HTTP mode listens, ":3000" when empty. Slack must reach it over
 	// HTTPS, through a reverse proxy or tunnel: paths /slack/events, /slack/interactions,
 	// /slack/commands.
-	ListenAddr string
+	ListenAddr string `toml:"listen_addr"`
 	// AllowedChannels, if not empty, are the only channel IDs (C…, G…, D…) the adapter
 	// passes events from; others are dropped before they reach the bot.
-	AllowedChannels []string
+	AllowedChannels []string `toml:"allowed_channels"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `toml:"-"`
 }
 
 // withDefaults returns c with unset fields at their defaults.

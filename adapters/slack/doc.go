@@ -47,6 +47,12 @@
 // Slack's Retry-After, an error retrying cannot fix (channel_not_found, not_in_channel,
 // invalid_blocks, ...) as *bot.PermanentError, and the bot's dispatcher does the rest.
 //
+// # Configuration
+//
+// Config is the [slack] section of loopbot's configuration file as it is, toml tags and all.
+// CheckOnline tries the bot token with auth.test for `loopbot check -online`, so the command
+// needs no Slack client of its own.
+//
 // Slack's assistant thread status (assistant.threads.setStatus) is not used: it works only
 // in AI app threads and needs the assistant:write scope, which loopbot's channel threads
 // would not use.

@@ -162,7 +162,7 @@ func newE2E(t *testing.T, cfg bot.Config, script ...llmtest.Step) *e2e {
 	f := newFakeSlack(t)
 	if cfg.EditInterval == 0 {
 		// Short, so the tests do not wait a second between edits; pacing has its own test.
-		cfg.EditInterval = bot.Duration(20 * time.Millisecond)
+		cfg.EditInterval = agent.Duration(20 * time.Millisecond)
 	}
 	e := &e2e{
 		t:     t,

@@ -153,7 +153,7 @@ func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.EditInterval = bot.Duration(100 * time.Millisecond)
+	cfg.EditInterval = agent.Duration(100 * time.Millisecond)
 	b, err := bot.New(cfg, db, ag, []bot.Platform{con})
 	if err != nil {
 		t.Fatal(err)

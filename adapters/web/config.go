@@ -18,26 +18,26 @@ const (
 // a guessable token.
 const minTokenLen = 16
 
-// Config is the console's configuration; cmd/loopbot fills it from the [web] section of the
-// config file.
+// Config is the console's configuration: the [web] section of loopbot's configuration file,
+// which embeds it as it is (LOOPBOT_WEB_TOKEN overrides the file's token).
 type Config struct {
 	// Addr is the host:port the console listens on, 127.0.0.1:8080 by default. An address
 	// other than loopback (":8080", "0.0.0.0:8080", a LAN address) needs Users,
 	// TrustedProxies or Token.
-	Addr string
+	Addr string `toml:"addr"`
 	// Token, if set, is required on every request. It must be at least 16 characters. It is
 	// shared: everyone who holds it is the same person to the console, so it cannot go with
 	// Users or TrustedProxies, nor on an exposed console with approver rules.
-	Token string
+	Token string `toml:"token"`
 	// Banner is a line shown at the top of every page, e.g. that a scripted model is
 	// playing a demo run. Plain text.
-	Banner string
+	Banner string `toml:"-"`
 	// MaxThreads bounds the threads kept in memory (DefaultMaxThreads if zero); past it the
 	// thread updated longest ago is forgotten.
-	MaxThreads int
+	MaxThreads int `toml:"max_threads"`
 	// MaxMessages bounds the messages kept per thread (DefaultMaxMessages if zero); past it
 	// the oldest is forgotten.
-	MaxMessages int
+	MaxMessages int `toml:"max_messages"`
 
 	// Identity: who is who on the console. With none of Users, UsersEnv and
 	// TrustedProxies, everyone who reaches the console is one person, "you".

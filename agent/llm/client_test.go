@@ -516,8 +516,8 @@ func TestTransientFailuresRetried(t *testing.T) {
 		{"reply cut short", false, llmtest.Truncate(llmtest.Text("a long enough reply to cut in half")), llm.Config{}},
 		{"stream cut short", true, llmtest.Truncate(llmtest.ToolCalls(llmtest.Call("read_file", `{"path":"a.go"}`))), llm.Config{}},
 		{"stream ended cleanly but early", true, llmtest.Raw(http.StatusOK, `{"id":"x","choices":[{"index":0,"delta":{"content":"par"}}]}`), llm.Config{}},
-		{"attempt timed out", false, llmtest.Hang(), llm.Config{Timeout: llm.Duration(50 * time.Millisecond)}},
-		{"stream attempt timed out", true, llmtest.Hang(), llm.Config{Timeout: llm.Duration(50 * time.Millisecond)}},
+		{"attempt timed out", false, llmtest.Hang(), llm.Config{Timeout: agent.Duration(50 * time.Millisecond)}},
+		{"stream attempt timed out", true, llmtest.Hang(), llm.Config{Timeout: agent.Duration(50 * time.Millisecond)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -543,7 +543,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 
 func TestAttemptTimeoutExhausted(t *testing.T) {
 	srv := llmtest.NewTest(t, llmtest.Hang(), llmtest.Hang())
-	c, _ := newClient(t, srv, llm.Config{MaxRetries: 1, Timeout: llm.Duration(20 * time.Millisecond)})
+	c, _ := newClient(t, srv, llm.Config{MaxRetries: 1, Timeout: agent.Duration(20 * time.Millisecond)})
 	_, err := c.Complete(context.Background(), userGoal)
 	if err == nil || !strings.Contains(err.Error(), "attempt timed out after 20ms") {
 		t.Fatalf("error = %v, want the attempt timeout named", err)

@@ -12,6 +12,12 @@ import (
 // DefaultMaxRetries is the number of retries when Config.MaxRetries is zero.
 const DefaultMaxRetries = 4
 
+// DefaultConfig is the configuration with nothing set in the file: OpenAI's gpt-4o-mini,
+// DefaultMaxRetries retries, and two minutes for each attempt.
+func DefaultConfig() Config {
+	return Config{Model: "gpt-4o-mini", MaxRetries: DefaultMaxRetries, Timeout: agent.Duration(2 * time.Minute)}
+}
+
 // Config says which model to use, how to reach it and what it costs. Its toml tags let it
 // sit in loopbot's configuration file as it is.
 type Config struct {
@@ -39,7 +45,7 @@ type Config struct {
 	// Timeout bounds each attempt, so that one hung connection does not use up the whole
 	// call; the caller's context still bounds the call, retries included. Zero means no bound
 	// beyond the context.
-	Timeout Duration `toml:"timeout"`
+	Timeout agent.Duration `toml:"timeout"`
 	// Price is what the model costs; a zero Price counts no cost.
 	Price Price `toml:"price"`
 }
@@ -104,20 +110,3 @@ func (p Price) Cost(u agent.Usage) float64 {
 		float64(cached)*cachedPrice +
 		float64(u.CompletionTokens)*p.CompletionPerMillion) / 1e6
 }
-
-// Duration is a time.Duration written as a Go duration string ("90s", "2m") in text formats
-// such as TOML, which has no duration type of its own.
-type Duration time.Duration
-
-// UnmarshalText reads a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"90s\" or \"2m\": %w", err)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText writes the duration as Go prints it.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }

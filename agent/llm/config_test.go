@@ -53,3 +53,14 @@ cached_per_million = 0.075
 		t.Errorf("decoding timeout = \"soon\": err = %v, want a duration error", err)
 	}
 }
+
+// TestDefaultConfig checks that the defaults loopbot starts from are usable as they are.
+func TestDefaultConfig(t *testing.T) {
+	c := llm.DefaultConfig()
+	if err := c.Check(); err != nil {
+		t.Fatalf("DefaultConfig does not pass Check: %v", err)
+	}
+	if c.Model != "gpt-4o-mini" || c.MaxRetries != llm.DefaultMaxRetries || time.Duration(c.Timeout) != 2*time.Minute {
+		t.Errorf("DefaultConfig = %v", c)
+	}
+}

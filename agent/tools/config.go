@@ -11,43 +11,38 @@ import (
 	"github.com/loopbot/loopbot/agent"
 )
 
-// Duration is a time.Duration written as a string ("30s", "2m") in the config file.
-type Duration time.Duration
-
-// UnmarshalText reads a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"30s\" or \"2m\": %w", err)
-	}
-	if v < 0 {
-		return fmt.Errorf("duration %s is negative", v)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText writes the duration as Go prints it.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-func (d Duration) or(def time.Duration) time.Duration {
+// durationOr is d, or def when d is zero.
+func durationOr(d agent.Duration, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
 	}
 	return time.Duration(d)
 }
 
-// Config is the [tools] section of the config file. The zero value of a field means its
-// default; a tool is offered only when enabled.
+// Config is the [tools] section of the config file, which embeds it as it is. The zero value
+// of a field means its default; a tool is offered only when enabled.
 type Config struct {
 	// Workspace is the directory under which every run gets its own workspace.
 	Workspace string          `toml:"workspace"`
 	HTTPFetch HTTPFetchConfig `toml:"http_fetch"`
 	Shell     ShellConfig     `toml:"shell"`
 	Files     FilesConfig     `toml:"files"`
-	MCP       MCPConfig       `toml:"mcp"`
+	// MCP is the file's [mcp] section, a section of its own beside [tools] rather than
+	// [tools.mcp], so the command decodes it there and sets it here.
+	MCP MCPConfig `toml:"-"`
 	// Limits bounds what a shell command may use and what a run's workspace may hold.
 	Limits LimitsConfig `toml:"limits"`
+}
+
+// DefaultConfig is the configuration with nothing set in the file: the built-in tools on,
+// with run workspaces under ./loopbot-workspaces.
+func DefaultConfig() Config {
+	return Config{
+		Workspace: "loopbot-workspaces",
+		HTTPFetch: HTTPFetchConfig{Enabled: true},
+		Shell:     ShellConfig{Enabled: true},
+		Files:     FilesConfig{Enabled: true},
+	}
 }
 
 // HTTPFetchConfig configures http_fetch.
@@ -65,7 +60,7 @@ type HTTPFetchConfig struct {
 	// MaxBytes caps the body read from a response (default 1 MiB).
 	MaxBytes int64 `toml:"max_bytes"`
 	// Timeout bounds one fetch, redirects included (default 30s).
-	Timeout Duration `toml:"timeout"`
+	Timeout agent.Duration `toml:"timeout"`
 	// MaxRedirects is how many redirects are followed (default 5).
 	MaxRedirects int    `toml:"max_redirects"`
 	UserAgent    string `toml:"user_agent"`
@@ -86,7 +81,7 @@ type ShellConfig struct {
 	// without asking; otherwise they are cautious.
 	SafeReadonly bool `toml:"safe_readonly"`
 	// Timeout bounds one command (default 60s).
-	Timeout Duration `toml:"timeout"`
+	Timeout agent.Duration `toml:"timeout"`
 	// MaxOutput caps what is kept of stdout and of stderr each (default 64 KiB).
 	MaxOutput int `toml:"max_output"`
 	// ReadOnlyPaths are extra host paths mounted read-only at the same place in the sandbox.
@@ -110,10 +105,10 @@ type MCPConfig struct {
 	Servers []MCPServerConfig `toml:"servers"`
 	// MinBackoff and MaxBackoff bound the wait before restarting a server that failed or died
 	// (defaults 1s and 5m); the wait doubles after every failure in a row.
-	MinBackoff Duration `toml:"min_backoff"`
-	MaxBackoff Duration `toml:"max_backoff"`
+	MinBackoff agent.Duration `toml:"min_backoff"`
+	MaxBackoff agent.Duration `toml:"max_backoff"`
 	// StartTimeout bounds the first connection to each server at Start (default 30s).
-	StartTimeout Duration `toml:"start_timeout"`
+	StartTimeout agent.Duration `toml:"start_timeout"`
 }
 
 // MCPServerConfig is one [[mcp.servers]] entry: a command spoken to over stdio, or a URL
@@ -135,7 +130,7 @@ type MCPServerConfig struct {
 	Allow []string `toml:"allow"`
 	Deny  []string `toml:"deny"`
 	// Timeout bounds one tool call (default 2m).
-	Timeout Duration `toml:"timeout"`
+	Timeout agent.Duration `toml:"timeout"`
 }
 
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)

@@ -20,7 +20,7 @@
 // a Manager: one that fails to start or dies is logged and restarted with backoff, and its
 // tools, named <server>__<tool>, answer with a clear error while it is down.
 //
-// Build turns a Config (the [tools] section of the config file) into a Set: the tools the
-// model will see, and a listing with their risk for `loopbot check`. Configured risk levels
-// only ever raise a tool's own assessment.
+// Build turns a Config (the [tools] section of the config file, with the file's [mcp] section
+// in its MCP field) into a Set: the tools the model will see, and a listing with their risk
+// for `loopbot check`. Configured risk levels only ever raise a tool's own assessment.
 package tools

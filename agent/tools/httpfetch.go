@@ -62,7 +62,7 @@ func newHTTPFetch(cfg HTTPFetchConfig, lookup lookupFunc) (*HTTPFetch, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		MaxIdleConns:          16,
 		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: cfg.Timeout.or(defaultFetchTimeout),
+		ResponseHeaderTimeout: durationOr(cfg.Timeout, defaultFetchTimeout),
 	}
 	redirects := cfg.MaxRedirects
 	if redirects == 0 {
@@ -71,7 +71,7 @@ func newHTTPFetch(cfg HTTPFetchConfig, lookup lookupFunc) (*HTTPFetch, error) {
 	t := &HTTPFetch{
 		cfg:     cfg,
 		methods: map[string]bool{http.MethodGet: true, http.MethodHead: true},
-		timeout: cfg.Timeout.or(defaultFetchTimeout),
+		timeout: durationOr(cfg.Timeout, defaultFetchTimeout),
 		max:     cfg.MaxBytes,
 	}
 	if t.max <= 0 {

@@ -219,7 +219,7 @@ func TestHTTPFetchTimeout(t *testing.T) {
 		}
 	})
 	defer close(release)
-	f := fetchTool(t, HTTPFetchConfig{Allow: []string{"127.0.0.1"}, Timeout: Duration(50 * time.Millisecond)})
+	f := fetchTool(t, HTTPFetchConfig{Allow: []string{"127.0.0.1"}, Timeout: agent.Duration(50 * time.Millisecond)})
 	_, err := fetch(t, f, map[string]any{"url": srv.URL})
 	if err == nil || !strings.Contains(err.Error(), "within 50ms") {
 		t.Errorf("fetch of a server that never answers: %v", err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loopbot/loopbot/agent"
 )
 
 func limitedShell(t *testing.T, limits LimitsConfig) (*Shell, string) {
@@ -24,7 +26,7 @@ func limitedShell(t *testing.T, limits LimitsConfig) (*Shell, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewShell(ws, ShellConfig{Timeout: Duration(2 * time.Minute)}, limits), dir
+	return NewShell(ws, ShellConfig{Timeout: agent.Duration(2 * time.Minute)}, limits), dir
 }
 
 // wantLimit checks that a call failed on a limit and that its error names the config key.

@@ -151,8 +151,8 @@ func (m *Manager) Status() []ServerStatus {
 }
 
 func (m *Manager) backoff(failures int) time.Duration {
-	d := m.cfg.MinBackoff.or(defaultMinBackoff)
-	limit := m.cfg.MaxBackoff.or(defaultMaxBackoff)
+	d := durationOr(m.cfg.MinBackoff, defaultMinBackoff)
+	limit := durationOr(m.cfg.MaxBackoff, defaultMaxBackoff)
 	for range failures {
 		d *= 2
 		if d >= limit {
@@ -211,7 +211,7 @@ func (m *Manager) connect(ctx context.Context, s *mcpServer) error {
 		return err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "loopbot", Version: "1"}, nil)
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout.or(defaultStartTimeout))
+	cctx, cancel := context.WithTimeout(ctx, durationOr(m.cfg.StartTimeout, defaultStartTimeout))
 	defer cancel()
 	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
@@ -277,7 +277,7 @@ func (m *Manager) addTool(s *mcpServer, t *mcp.Tool) {
 	if r, ok := s.cfg.ToolRisk[t.Name]; ok {
 		risk = r
 	}
-	tool := &MCPTool{srv: s, name: name, remote: t.Name, risk: risk, timeout: s.cfg.Timeout.or(defaultMCPTimeout)}
+	tool := &MCPTool{srv: s, name: name, remote: t.Name, risk: risk, timeout: durationOr(s.cfg.Timeout, defaultMCPTimeout)}
 	tool.setSpec(t.Description, params)
 	s.tools[name] = tool
 }

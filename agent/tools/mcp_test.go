@@ -197,7 +197,7 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 func TestMCPRestartsDeadServer(t *testing.T) {
 	cs := newControlledSleep()
 	events := make(chan bool, 16)
-	m := NewManager(MCPConfig{Servers: []MCPServerConfig{stdioServer("flaky")}, MinBackoff: Duration(time.Second)}, quietLogger())
+	m := NewManager(MCPConfig{Servers: []MCPServerConfig{stdioServer("flaky")}, MinBackoff: agent.Duration(time.Second)}, quietLogger())
 	m.sleep = cs.sleep
 	m.notify = func(_ string, up bool) { events <- up }
 	m.Start(t.Context())
@@ -234,7 +234,7 @@ func TestMCPBackoffForServerThatNeverStarts(t *testing.T) {
 	cs := newControlledSleep()
 	m := NewManager(MCPConfig{
 		Servers:    []MCPServerConfig{{Name: "broken", Command: "/nonexistent/mcp-server"}},
-		MinBackoff: Duration(time.Second), MaxBackoff: Duration(5 * time.Second),
+		MinBackoff: agent.Duration(time.Second), MaxBackoff: agent.Duration(5 * time.Second),
 	}, quietLogger())
 	m.sleep = cs.sleep
 	m.Start(t.Context())

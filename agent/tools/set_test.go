@@ -45,12 +45,18 @@ name = "search"
 url = "https://search.example/mcp"
 headers = { Authorization = "Bearer y" }
 `
-	var cfg Config
+	// The file's [mcp] is a section of its own, beside the tools' keys, as in loopbot's file.
+	var doc struct {
+		Config
+		MCP MCPConfig `toml:"mcp"`
+	}
 	dec := toml.NewDecoder(strings.NewReader(file))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := dec.Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
+	cfg := doc.Config
+	cfg.MCP = doc.MCP
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +76,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad method", Config{HTTPFetch: HTTPFetchConfig{Methods: []string{"post"}}}, "tools.http_fetch.methods"},
 		{"bad allow", Config{HTTPFetch: HTTPFetchConfig{Allow: []string{"a b"}}}, "tools.http_fetch.allow"},
 		{"relative ro path", Config{Shell: ShellConfig{ReadOnlyPaths: []string{"opt"}}}, "read_only_paths"},
-		{"backoff order", Config{MCP: MCPConfig{MinBackoff: Duration(time.Minute), MaxBackoff: Duration(time.Second)}}, "max_backoff"},
+		{"backoff order", Config{MCP: MCPConfig{MinBackoff: agent.Duration(time.Minute), MaxBackoff: agent.Duration(time.Second)}}, "max_backoff"},
 		{"server name", Config{MCP: MCPConfig{Servers: []MCPServerConfig{{Name: "a_b", Command: "x"}}}}, "name must be"},
 		{"duplicate", Config{MCP: MCPConfig{Servers: []MCPServerConfig{{Name: "a", Command: "x"}, {Name: "a", Command: "y"}}}}, "two servers"},
 		{"neither", Config{MCP: MCPConfig{Servers: []MCPServerConfig{{Name: "a"}}}}, "set command"},
@@ -139,4 +145,16 @@ type nopModel struct{}
 
 func (nopModel) Complete(context.Context, agent.Request) (agent.Reply, error) {
 	return agent.Reply{}, errors.New("nopModel is not for running")
+}
+
+// TestDefaultConfig checks that the defaults loopbot starts from are valid and offer the
+// built-in tools.
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("DefaultConfig does not validate: %v", err)
+	}
+	if !c.HTTPFetch.Enabled || !c.Shell.Enabled || !c.Files.Enabled || c.Workspace == "" {
+		t.Errorf("DefaultConfig = %+v", c)
+	}
 }

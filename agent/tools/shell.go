@@ -44,7 +44,7 @@ func NewShell(ws *Workspaces, cfg ShellConfig, limits LimitsConfig) *Shell {
 	return &Shell{cfg: cfg, limits: limits, ws: ws, groups: detectCgroups(), poll: 250 * time.Millisecond}
 }
 
-func (t *Shell) timeout() time.Duration { return t.cfg.Timeout.or(defaultShellTimeout) }
+func (t *Shell) timeout() time.Duration { return durationOr(t.cfg.Timeout, defaultShellTimeout) }
 
 // Info describes shell. Its Timeout leaves the tool's own limit room to fire first, so the
 // model sees the output collected before the kill.

@@ -155,7 +155,7 @@ func TestShellTimeoutKillsChildren(t *testing.T) {
 			if tt.bwrap {
 				needBwrap(t)
 			}
-			tt.cfg.Timeout = Duration(300 * time.Millisecond)
+			tt.cfg.Timeout = agent.Duration(300 * time.Millisecond)
 			s, dir := shellTool(t, tt.cfg)
 			// A unique sleep length marks every process of this command: the shell, its
 			// background subshell and their sleeps all carry it in their command lines.

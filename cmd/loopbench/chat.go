@@ -51,7 +51,7 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	}
 
 	const editInterval = time.Second
-	sb, err := startSlackBot(ctx, db, ag, bot.Config{EditInterval: bot.Duration(editInterval)}, 1)
+	sb, err := startSlackBot(ctx, db, ag, bot.Config{EditInterval: agent.Duration(editInterval)}, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -27,32 +27,25 @@ const demoBanner = "DEMO MODE: no model is configured, so a scripted model plays
 func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 	var out []platform
 	if cfg.Slack.BotToken != "" {
-		a, err := slack.New(slack.Config{Mode: cfg.Slack.Mode, BotToken: cfg.Slack.BotToken, AppToken: cfg.Slack.AppToken,
-			SigningSecret: cfg.Slack.SigningSecret, APIURL: cfg.Slack.APIURL, ListenAddr: cfg.Slack.ListenAddr,
-			AllowedChannels: cfg.Slack.AllowedChannels}, slack.WithLogger(s.log))
+		a, err := slack.New(cfg.Slack, slack.WithLogger(s.log))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, platform{Platform: a, run: func(ctx context.Context, b *bot.Bot) error { return a.Run(ctx, b) }})
 	}
 	if cfg.Discord.Token != "" {
-		a, err := discord.New(discord.Config{Mode: cfg.Discord.Mode, Token: cfg.Discord.Token, ApplicationID: cfg.Discord.ApplicationID,
-			GuildIDs: cfg.Discord.GuildIDs, PublicKey: cfg.Discord.PublicKey, APIURL: cfg.Discord.APIURL,
-			ListenAddr: cfg.Discord.ListenAddr, MessageContent: cfg.Discord.MessageContent}, discord.WithLogger(s.log))
+		a, err := discord.New(cfg.Discord, discord.WithLogger(s.log))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, platform{Platform: a, run: func(ctx context.Context, b *bot.Bot) error { return a.Run(ctx, b) }})
 	}
 	if cfg.Web.Enabled || len(out) == 0 {
-		banner := ""
+		wc := cfg.Web.Config
 		if demo {
-			banner = demoBanner
+			wc.Banner = demoBanner
 		}
-		a, err := web.New(web.Config{Addr: cfg.Web.Addr, Token: cfg.Web.Token, Banner: banner,
-			Users: cfg.Web.Users, UsersEnv: cfg.Web.UsersEnv, TrustedProxies: cfg.Web.TrustedProxies,
-			ProxyUserHeader: cfg.Web.ProxyUserHeader, Threads: cfg.Web.Threads, Viewers: cfg.Web.Viewers},
-			web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy))
+		a, err := web.New(wc, web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy))
 		if err != nil {
 			return nil, fmt.Errorf("web console: %w", err)
 		}

@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	slackapi "github.com/slack-go/slack"
-
 	"github.com/loopbot/loopbot/adapters/discord"
+	"github.com/loopbot/loopbot/adapters/slack"
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
@@ -73,8 +69,8 @@ func (m *Main) check(ctx context.Context) error {
 			floors[tool] = r.String() + " in demo mode"
 		}
 	}
-	for tool, r := range cfg.Agent.Risk {
-		floors[tool] = r
+	for tool, r := range cfg.Agent.RiskFloor {
+		floors[tool] = r.String()
 	}
 	for _, t := range set.List() {
 		risk := t.Risk.String()
@@ -101,11 +97,15 @@ func (m *Main) check(ctx context.Context) error {
 	var failed []string
 	for _, c := range m.onlineChecks() {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := c.run(cctx)
+		who, err := c.run(cctx)
 		cancel()
 		if err != nil {
 			failed = append(failed, c.name)
 			fmt.Fprintf(m.Stdout, "  %s: FAILED: %v\n", c.name, err)
+			continue
+		}
+		if who != "" {
+			fmt.Fprintf(m.Stdout, "  %s: ok: %s\n", c.name, who)
 			continue
 		}
 		fmt.Fprintf(m.Stdout, "  %s: ok\n", c.name)
@@ -116,66 +116,31 @@ func (m *Main) check(ctx context.Context) error {
 	return nil
 }
 
+// onlineCheck tries one credential; run says whom it belongs to when it can.
 type onlineCheck struct {
 	name string
-	run  func(ctx context.Context) error
+	run  func(ctx context.Context) (who string, err error)
 }
 
-// onlineChecks are the credential checks of check -online, one per configured service.
+// onlineChecks are the credential checks of check -online, one per configured service. Each
+// chat adapter checks its own credentials, so the command knows no platform's API.
 func (m *Main) onlineChecks() []onlineCheck {
 	cfg := m.Config
 	var checks []onlineCheck
 	if cfg.modelConfigured() {
-		checks = append(checks, onlineCheck{"model endpoint", func(ctx context.Context) error { return pingModel(ctx, cfg) }})
+		checks = append(checks, onlineCheck{"model endpoint", func(ctx context.Context) (string, error) { return "", pingModel(ctx, cfg) }})
 	}
 	if cfg.Slack.BotToken != "" {
-		checks = append(checks, onlineCheck{"slack auth.test", func(ctx context.Context) error {
-			api := slackapi.New(cfg.Slack.BotToken, slackapi.OptionAPIURL(orDefault(cfg.Slack.APIURL, "https://slack.com/api/")))
-			resp, err := api.AuthTestContext(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(m.Stdout, "  slack: bot %s in workspace %s\n", resp.User, resp.Team)
-			return nil
+		checks = append(checks, onlineCheck{"slack", func(ctx context.Context) (string, error) {
+			return slack.CheckOnline(ctx, cfg.Slack, slack.WithLogger(m.Logger))
 		}})
 	}
 	if cfg.Discord.Token != "" {
-		checks = append(checks, onlineCheck{"discord /users/@me", func(ctx context.Context) error {
-			return discordMe(ctx, cfg.Discord, m.Stdout)
+		checks = append(checks, onlineCheck{"discord", func(ctx context.Context) (string, error) {
+			return discord.CheckOnline(ctx, cfg.Discord, discord.WithLogger(m.Logger))
 		}})
 	}
 	return checks
-}
-
-// discordMe asks Discord who the bot token belongs to.
-func discordMe(ctx context.Context, c DiscordConfig, w io.Writer) error {
-	base := strings.TrimRight(orDefault(c.APIURL, "https://discord.com/"), "/")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v10/users/@me", nil)
-	if err != nil {
-		return err
-	}
-	token := c.Token
-	if !strings.HasPrefix(token, "Bot ") {
-		token = "Bot " + token
-	}
-	req.Header.Set("Authorization", token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return httpStatusError("discord", resp)
-	}
-	var me struct {
-		ID       string `json:"id"`
-		Username string `json:"username"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&me); err != nil {
-		return fmt.Errorf("discord /users/@me: %w", err)
-	}
-	fmt.Fprintf(w, "  discord: bot %s (%s)\n", me.Username, me.ID)
-	return nil
 }
 
 func orDefault(s, def string) string {
@@ -183,11 +148,6 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// httpStatusError turns an unexpected HTTP answer into an error that names the service.
-func httpStatusError(what string, resp *http.Response) error {
-	return fmt.Errorf("%s answered %s", what, resp.Status)
 }
 
 func describeServer(s tools.ServerStatus) string {

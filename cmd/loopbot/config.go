@@ -1,121 +1,78 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
-
+	"github.com/loopbot/loopbot/adapters/discord"
+	"github.com/loopbot/loopbot/adapters/slack"
+	"github.com/loopbot/loopbot/adapters/web"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
 )
 
-// Duration is a time.Duration written as a string ("90s", "30m") in the config file.
-type Duration time.Duration
-
-// UnmarshalText reads a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"90s\" or \"30m\": %w", err)
-	}
-	if v < 0 {
-		return fmt.Errorf("duration %s is negative", v)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText writes the duration as Go prints it.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// Config is the config file. Every key is documented in config.example.toml, which a test
-// keeps in step with this struct.
+// Config is the config file. Each section is the Config of the package it configures, with
+// that package's toml tags, so there is nothing to copy between them; only the sections
+// about the command itself (store, log, admin) are its own. Every key is documented in
+// config.example.toml, which a test keeps in step with this struct.
 type Config struct {
-	Store   StoreConfig   `toml:"store"`
-	Log     LogConfig     `toml:"log"`
-	Admin   AdminConfig   `toml:"admin"`
-	LLM     LLMConfig     `toml:"llm"`
-	Agent   AgentConfig   `toml:"agent"`
-	Bot     bot.Config    `toml:"bot"`
-	Web     WebConfig     `toml:"web"`
-	Slack   SlackConfig   `toml:"slack"`
-	Discord DiscordConfig `toml:"discord"`
-	Tools   ToolsConfig   `toml:"tools"`
-	// MCP lists the MCP servers ([[mcp.servers]]) whose tools the model may use.
+	Store   StoreConfig    `toml:"store"`
+	Log     LogConfig      `toml:"log"`
+	Admin   AdminConfig    `toml:"admin"`
+	LLM     LLMConfig      `toml:"llm"`
+	Agent   agent.Config   `toml:"agent"`
+	Bot     bot.Config     `toml:"bot"`
+	Web     WebConfig      `toml:"web"`
+	Slack   slack.Config   `toml:"slack"`
+	Discord discord.Config `toml:"discord"`
+	Tools   tools.Config   `toml:"tools"`
+	// MCP lists the MCP servers ([[mcp.servers]]) whose tools the model may use. It is
+	// tools.Config's MCP, a section of its own in the file.
 	MCP tools.MCPConfig `toml:"mcp"`
 
 	// demoPace is how long the demo model thinks before each reply; not in the file.
 	demoPace time.Duration
 }
 
-// WebConfig is the [web] section: the local console.
+// WebConfig is the [web] section: the console's configuration, and whether to serve it
+// beside a chat platform, which is the command's choice rather than the console's.
 type WebConfig struct {
+	web.Config
 	// Enabled serves the console even when a chat platform is configured. With no platform
 	// configured it is always served.
-	Enabled bool   `toml:"enabled"`
-	Addr    string `toml:"addr"`
-	// Token protects the console; it is required when Addr is not a loopback address.
-	Token string `toml:"token"`
-
-	// The console's identity settings, passed to web.Config as they are (see its docs).
-	Users           map[string]string `toml:"users"`
-	UsersEnv        string            `toml:"-"`
-	TrustedProxies  []string          `toml:"trusted_proxies"`
-	ProxyUserHeader string            `toml:"proxy_user_header"`
-	Threads         string            `toml:"threads"`
-	Viewers         []string          `toml:"viewers"`
+	Enabled bool `toml:"enabled"`
 }
 
-// SlackConfig is the [slack] section. Slack is on when a bot token is set (file or
-// SLACK_BOT_TOKEN).
-type SlackConfig struct {
-	Mode            string   `toml:"mode"`
-	BotToken        string   `toml:"bot_token"`
-	AppToken        string   `toml:"app_token"`
-	SigningSecret   string   `toml:"signing_secret"`
-	APIURL          string   `toml:"api_url"`
-	ListenAddr      string   `toml:"listen_addr"`
-	AllowedChannels []string `toml:"allowed_channels"`
+// LLMConfig is the [llm] section: the executor model, and the cheap models of the side
+// roles, which share its endpoint and key.
+type LLMConfig struct {
+	llm.Config
+	Summarizer RoleConfig `toml:"summarizer"`
+	Sanity     RoleConfig `toml:"sanity"`
 }
 
-// DiscordConfig is the [discord] section. Discord is on when a bot token is set (file or
-// DISCORD_BOT_TOKEN).
-type DiscordConfig struct {
-	Mode           string   `toml:"mode"`
-	Token          string   `toml:"token"`
-	ApplicationID  string   `toml:"application_id"`
-	GuildIDs       []string `toml:"guild_ids"`
-	PublicKey      string   `toml:"public_key"`
-	APIURL         string   `toml:"api_url"`
-	ListenAddr     string   `toml:"listen_addr"`
-	MessageContent bool     `toml:"message_content"`
-}
-
-// ToolsConfig is the [tools] section: the built-in tools.
-type ToolsConfig struct {
-	Workspace string                `toml:"workspace"`
-	HTTPFetch tools.HTTPFetchConfig `toml:"http_fetch"`
-	Shell     tools.ShellConfig     `toml:"shell"`
-	Files     tools.FilesConfig     `toml:"files"`
-	Limits    tools.LimitsConfig    `toml:"limits"`
+// RoleConfig names a cheap model for a side role; empty, the role uses the executor.
+type RoleConfig struct {
+	Model string    `toml:"model"`
+	Price llm.Price `toml:"price"`
 }
 
 // ToolsConfig returns the configuration of package tools: [tools] and [mcp] together.
 func (c Config) ToolsConfig() tools.Config {
-	return tools.Config{Workspace: c.Tools.Workspace, HTTPFetch: c.Tools.HTTPFetch, Shell: c.Tools.Shell, Files: c.Tools.Files, MCP: c.MCP,
-		Limits: c.Tools.Limits}
+	t := c.Tools
+	t.MCP = c.MCP
+	return t
 }
 
 // StoreConfig is the [store] section.
 type StoreConfig struct {
-	Path        string   `toml:"path"`
-	LockTimeout Duration `toml:"lock_timeout"`
+	Path        string         `toml:"path"`
+	LockTimeout agent.Duration `toml:"lock_timeout"`
 }
 
 // LogConfig is the [log] section.
@@ -129,76 +86,18 @@ type AdminConfig struct {
 	Addr string `toml:"addr"`
 }
 
-// LLMConfig is the [llm] section: the executor model and the cheap models.
-type LLMConfig struct {
-	BaseURL    string      `toml:"base_url"`
-	APIKey     string      `toml:"api_key"`
-	Model      string      `toml:"model"`
-	Azure      bool        `toml:"azure"`
-	APIVersion string      `toml:"api_version"`
-	MaxRetries int         `toml:"max_retries"`
-	Stream     bool        `toml:"stream"`
-	Timeout    Duration    `toml:"timeout"`
-	Price      PriceConfig `toml:"price"`
-	Summarizer RoleConfig  `toml:"summarizer"`
-	Sanity     RoleConfig  `toml:"sanity"`
-}
-
-// PriceConfig is what a model costs, in US dollars per million tokens.
-type PriceConfig struct {
-	PromptPerMillion     float64 `toml:"prompt_per_million"`
-	CompletionPerMillion float64 `toml:"completion_per_million"`
-	CachedPerMillion     float64 `toml:"cached_per_million"`
-}
-
-// RoleConfig names a cheap model for a side role; it shares the endpoint of [llm].
-type RoleConfig struct {
-	Model string      `toml:"model"`
-	Price PriceConfig `toml:"price"`
-}
-
-// AgentConfig is the [agent] section: the loop's budgets and policies.
-type AgentConfig struct {
-	SystemPrompt           string            `toml:"system_prompt"`
-	MaxSteps               int               `toml:"max_steps"`
-	MaxWall                Duration          `toml:"max_wall"`
-	MaxTokens              int               `toml:"max_tokens"`
-	MaxCost                float64           `toml:"max_cost"`
-	NearLimit              float64           `toml:"near_limit"`
-	ToolTimeout            Duration          `toml:"tool_timeout"`
-	AbandonAfter           Duration          `toml:"abandon_after"`
-	MaxArgBytes            int               `toml:"max_arg_bytes"`
-	MaxParallel            int               `toml:"max_parallel"`
-	MaxToolRetries         int               `toml:"max_tool_retries"`
-	MaxConsecutiveFailures int               `toml:"max_consecutive_failures"`
-	FailureHandling        string            `toml:"failure_handling"`
-	StuckThreshold         int               `toml:"stuck_threshold"`
-	ContextTokens          int               `toml:"context_tokens"`
-	KeepRecent             int               `toml:"keep_recent"`
-	ContextStrategy        string            `toml:"context_strategy"`
-	TruncateChars          int               `toml:"truncate_chars"`
-	SanityEvery            int               `toml:"sanity_every"`
-	SanityAfterFailures    bool              `toml:"sanity_after_failures"`
-	ConfirmCautious        bool              `toml:"confirm_cautious"`
-	LowMomentum            int               `toml:"low_momentum"`
-	Risk                   map[string]string `toml:"risk"`
-}
-
-// DefaultConfig is the configuration with no file at all.
+// DefaultConfig is the configuration with no file at all: each package's defaults. The
+// sections left at their zero value (agent, bot, slack, discord) take their defaults where
+// they are used.
 func DefaultConfig() Config {
 	return Config{
-		Store:    StoreConfig{Path: "loopbot.db", LockTimeout: Duration(time.Second)},
+		Store:    StoreConfig{Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
 		Log:      LogConfig{Level: "info", Format: "text"},
 		Admin:    AdminConfig{Addr: "127.0.0.1:9090"},
-		Web:      WebConfig{Addr: "127.0.0.1:8080"},
+		Web:      WebConfig{Config: web.Config{Addr: web.DefaultAddr, MaxThreads: web.DefaultMaxThreads, MaxMessages: web.DefaultMaxMessages}},
 		demoPace: 800 * time.Millisecond,
-		LLM:      LLMConfig{Model: "gpt-4o-mini", MaxRetries: 4, Timeout: Duration(2 * time.Minute)},
-		Tools: ToolsConfig{
-			Workspace: "loopbot-workspaces",
-			HTTPFetch: tools.HTTPFetchConfig{Enabled: true},
-			Shell:     tools.ShellConfig{Enabled: true},
-			Files:     tools.FilesConfig{Enabled: true},
-		},
+		LLM:      LLMConfig{Config: llm.DefaultConfig()},
+		Tools:    tools.DefaultConfig(),
 	}
 }
 
@@ -221,36 +120,6 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
-}
-
-// decodeConfig decodes TOML strictly and turns the library's errors into lines that say
-// file:line:column and the key.
-func decodeConfig(path string, data []byte, cfg *Config) error {
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(cfg)
-	if err == nil {
-		return nil
-	}
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		var lines []string
-		for _, e := range strict.Errors {
-			row, col := e.Position()
-			lines = append(lines, fmt.Sprintf("%s:%d:%d: unknown key %q", path, row, col, strings.Join(e.Key(), ".")))
-		}
-		return errors.New(strings.Join(lines, "\n"))
-	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			return fmt.Errorf("%s:%d:%d: key %q: %s", path, row, col, key, de.Error())
-		}
-		return fmt.Errorf("%s:%d:%d: %s", path, row, col, de.Error())
-	}
-	return fmt.Errorf("%s: %w", path, err)
 }
 
 // modelConfigured reports whether a real model endpoint is configured. Without one loopbot
@@ -294,8 +163,8 @@ func (c Config) Check() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Log.Format))
 	}
-	if _, err := c.AgentConfig(); err != nil {
-		errs = append(errs, err)
+	if err := c.Agent.Check(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: %w", err))
 	}
 	if err := c.Bot.Check(); err != nil {
 		errs = append(errs, fmt.Errorf("bot: %w", err))
@@ -304,47 +173,4 @@ func (c Config) Check() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// AgentConfig turns the [agent] section into the loop's configuration.
-func (c Config) AgentConfig() (agent.Config, error) {
-	a := c.Agent
-	out := agent.Config{
-		SystemPrompt:           a.SystemPrompt,
-		MaxSteps:               a.MaxSteps,
-		MaxWall:                time.Duration(a.MaxWall),
-		MaxTokens:              a.MaxTokens,
-		MaxCost:                a.MaxCost,
-		NearLimit:              a.NearLimit,
-		ToolTimeout:            time.Duration(a.ToolTimeout),
-		AbandonAfter:           time.Duration(a.AbandonAfter),
-		MaxArgBytes:            a.MaxArgBytes,
-		MaxParallel:            a.MaxParallel,
-		MaxToolRetries:         a.MaxToolRetries,
-		MaxConsecutiveFailures: a.MaxConsecutiveFailures,
-		FailureHandling:        a.FailureHandling,
-		StuckThreshold:         a.StuckThreshold,
-		ContextTokens:          a.ContextTokens,
-		KeepRecent:             a.KeepRecent,
-		ContextStrategy:        a.ContextStrategy,
-		TruncateChars:          a.TruncateChars,
-		SanityEvery:            a.SanityEvery,
-		SanityAfterFailures:    a.SanityAfterFailures,
-		ConfirmCautious:        a.ConfirmCautious,
-		LowMomentum:            a.LowMomentum,
-	}
-	for tool, name := range a.Risk {
-		r, err := agent.ParseRisk(name)
-		if err != nil {
-			return out, fmt.Errorf("agent.risk.%s: %w", tool, err)
-		}
-		if out.RiskFloor == nil {
-			out.RiskFloor = map[string]agent.Risk{}
-		}
-		out.RiskFloor[tool] = r
-	}
-	if err := out.Check(); err != nil {
-		return out, fmt.Errorf("agent: %w", err)
-	}
-	return out, nil
 }

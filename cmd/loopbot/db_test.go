@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/store"
 )
 
@@ -28,7 +29,7 @@ func command(t *testing.T, dir string, args ...string) (string, error) {
 	if err := m.ParseFlags(context.Background(), append([]string{"-db", filepath.Join(dir, "loopbot.db")}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	m.Config.Store.LockTimeout = Duration(100 * time.Millisecond)
+	m.Config.Store.LockTimeout = agent.Duration(100 * time.Millisecond)
 	err := m.Run(context.Background())
 	return out.String(), err
 }

@@ -13,6 +13,9 @@
 // It is wiring only: it reads flags, the config file and the environment, builds the store,
 // the model clients, the tools, the agent, the bot and the platform adapters, serves /healthz
 // and /metrics (and, for `loopbot runs` in another process, the runs, with a token it writes
-// next to the database: runsremote.go), and turns SIGINT and SIGTERM into an orderly stop. Main (ParseFlags, Run,
-// Close) lets a test boot the whole daemon on a temporary directory.
+// next to the database: runsremote.go), and turns SIGINT and SIGTERM into an orderly stop. The
+// config file's sections are the packages' own Config types, embedded as they are
+// (config.go); configfile.go decodes the file strictly, naming the key, the line and the type
+// wanted in every error. The chat adapters check their own credentials for check -online.
+// Main (ParseFlags, Run, Close) lets a test boot the whole daemon on a temporary directory.
 package main

@@ -11,8 +11,8 @@ import (
 
 const module = "github.com/loopbot/loopbot"
 
-// Third-party packages that only the edges of the system may reach (DESIGN.md, "Packages and
-// the direction of imports").
+// Third-party packages that only the edges of the system may reach (docs/ARCHITECTURE.md,
+// "Packages and the direction of imports").
 var heavy = []string{
 	"github.com/slack-go/slack",
 	"github.com/bwmarrin/discordgo",
@@ -20,17 +20,39 @@ var heavy = []string{
 	"github.com/sashabaranov/go-openai",
 }
 
+// chatSDKs are the chat platforms' client libraries: only the adapters import them, so that
+// one place knows each platform's API and cmd wires adapters without a client of its own.
+var chatSDKs = []string{
+	"github.com/slack-go/slack",
+	"github.com/bwmarrin/discordgo",
+}
+
 // agentMayReach lists what package agent may depend on besides the standard library.
 var agentMayReach = []string{"golang.org/x/", "github.com/google/jsonschema-go/"}
 
-// importRules checks a dependency graph (package -> every package it reaches) against the
-// rules and returns one line per violation.
-func importRules(graph map[string][]string) []string {
+// pkgImports is what go list says of one package: every package it reaches (Deps), and the
+// packages its files, tests included, import directly.
+type pkgImports struct {
+	Deps    []string
+	Imports []string
+}
+
+func under(pkg, prefix string) bool { return pkg == prefix || strings.HasPrefix(pkg, prefix+"/") }
+
+// importRules checks a dependency graph against the rules and returns one line per
+// violation.
+func importRules(graph map[string]pkgImports) []string {
 	var bad []string
-	under := func(pkg, prefix string) bool { return pkg == prefix || strings.HasPrefix(pkg, prefix+"/") }
-	for pkg, deps := range graph {
+	for pkg, p := range graph {
 		rel := strings.TrimPrefix(pkg, module+"/")
-		for _, dep := range deps {
+		for _, imp := range p.Imports {
+			for _, sdk := range chatSDKs {
+				if under(imp, sdk) && !under(pkg, module+"/adapters") {
+					bad = append(bad, rel+" imports "+imp+" (only adapters may import a chat SDK)")
+				}
+			}
+		}
+		for _, dep := range p.Deps {
 			if pkg == module+"/agent" || pkg == module+"/bot" {
 				for _, h := range heavy {
 					if under(dep, h) {
@@ -65,21 +87,24 @@ func isStd(path string) bool {
 }
 
 func TestImportRules(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Deps", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Deps,Imports,TestImports,XTestImports", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	graph := map[string][]string{}
+	graph := map[string]pkgImports{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
 		var p struct {
-			ImportPath string
-			Deps       []string
+			ImportPath                               string
+			Deps, Imports, TestImports, XTestImports []string
 		}
 		if err := dec.Decode(&p); err != nil {
 			t.Fatalf("decode go list output: %v", err)
 		}
-		graph[p.ImportPath] = p.Deps
+		graph[p.ImportPath] = pkgImports{Deps: p.Deps, Imports: slices.Concat(p.Imports, p.TestImports, p.XTestImports)}
+	}
+	if !slices.ContainsFunc(graph[module+"/adapters/slack"].Imports, func(imp string) bool { return under(imp, chatSDKs[0]) }) {
+		t.Fatal("go list did not report adapters/slack importing slack-go; the chat SDK rule would prove nothing")
 	}
 	for _, must := range []string{module + "/agent", module + "/bot"} {
 		if _, ok := graph[must]; !ok {
@@ -96,16 +121,24 @@ func TestImportRules(t *testing.T) {
 func TestImportRulesCatchViolations(t *testing.T) {
 	tests := []struct {
 		name  string
-		graph map[string][]string
+		graph map[string]pkgImports
 		want  string
 	}{
-		{"agent reaches go-openai", map[string][]string{module + "/agent": {"fmt", "github.com/sashabaranov/go-openai"}}, "agent reaches github.com/sashabaranov/go-openai"},
-		{"agent reaches other module", map[string][]string{module + "/agent": {"github.com/pkg/errors"}}, "agent reaches non-standard github.com/pkg/errors"},
-		{"bot reaches bbolt", map[string][]string{module + "/bot": {"go.etcd.io/bbolt"}}, "bot reaches go.etcd.io/bbolt"},
-		{"bot reaches slack-go subpackage", map[string][]string{module + "/bot": {"github.com/slack-go/slack/socketmode"}}, "bot reaches github.com/slack-go/slack/socketmode"},
-		{"adapter reaches store", map[string][]string{module + "/adapters/slack": {module + "/store"}}, "adapters/slack reaches " + module + "/store (only cmd may use store)"},
-		{"adapter reaches adapter", map[string][]string{module + "/adapters/web": {module + "/adapters/discord"}}, "adapters/web reaches another adapter " + module + "/adapters/discord"},
-		{"bot reaches store", map[string][]string{module + "/bot": {module + "/store"}}, "bot reaches " + module + "/store (only cmd may use store)"},
+		{"agent reaches go-openai", map[string]pkgImports{module + "/agent": {Deps: []string{"fmt", "github.com/sashabaranov/go-openai"}}}, "agent reaches github.com/sashabaranov/go-openai"},
+		{"agent reaches other module", map[string]pkgImports{module + "/agent": {Deps: []string{"github.com/pkg/errors"}}}, "agent reaches non-standard github.com/pkg/errors"},
+		{"bot reaches bbolt", map[string]pkgImports{module + "/bot": {Deps: []string{"go.etcd.io/bbolt"}}}, "bot reaches go.etcd.io/bbolt"},
+		{"bot reaches slack-go subpackage", map[string]pkgImports{module + "/bot": {Deps: []string{"github.com/slack-go/slack/socketmode"}}}, "bot reaches github.com/slack-go/slack/socketmode"},
+		{"adapter reaches store", map[string]pkgImports{module + "/adapters/slack": {Deps: []string{module + "/store"}}}, "adapters/slack reaches " + module + "/store (only cmd may use store)"},
+		{"adapter reaches adapter", map[string]pkgImports{module + "/adapters/web": {Deps: []string{module + "/adapters/discord"}}}, "adapters/web reaches another adapter " + module + "/adapters/discord"},
+		{"bot reaches store", map[string]pkgImports{module + "/bot": {Deps: []string{module + "/store"}}}, "bot reaches " + module + "/store (only cmd may use store)"},
+		{"cmd imports slack-go", map[string]pkgImports{module + "/cmd/loopbot": {Imports: []string{"fmt", "github.com/slack-go/slack"}}},
+			"cmd/loopbot imports github.com/slack-go/slack (only adapters may import a chat SDK)"},
+		{"cmd test imports slacktest", map[string]pkgImports{module + "/cmd/loopbot": {Imports: []string{"github.com/slack-go/slack/slacktest"}}},
+			"cmd/loopbot imports github.com/slack-go/slack/slacktest (only adapters may import a chat SDK)"},
+		{"cmd imports discordgo", map[string]pkgImports{module + "/cmd/loopbench": {Imports: []string{"github.com/bwmarrin/discordgo"}}},
+			"cmd/loopbench imports github.com/bwmarrin/discordgo (only adapters may import a chat SDK)"},
+		{"tools imports discordgo", map[string]pkgImports{module + "/agent/tools": {Imports: []string{"github.com/bwmarrin/discordgo"}}},
+			"agent/tools imports github.com/bwmarrin/discordgo (only adapters may import a chat SDK)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,12 +148,16 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			}
 		})
 	}
-	ok := map[string][]string{
-		module + "/agent":          {"fmt", "golang.org/x/time/rate", "github.com/google/jsonschema-go/jsonschema", module + "/agent/internal/x"},
-		module + "/agent/llm":      {"github.com/sashabaranov/go-openai", module + "/agent"},
-		module + "/adapters/slack": {"github.com/slack-go/slack", module + "/bot", module + "/adapters/slack/internal"},
-		module + "/cmd/loopbot":    {module + "/store", module + "/adapters/slack"},
-		module + "/store":          {"go.etcd.io/bbolt", module + "/bot"},
+	ok := map[string]pkgImports{
+		module + "/agent":     {Deps: []string{"fmt", "golang.org/x/time/rate", "github.com/google/jsonschema-go/jsonschema", module + "/agent/internal/x"}},
+		module + "/agent/llm": {Deps: []string{"github.com/sashabaranov/go-openai", module + "/agent"}},
+		module + "/adapters/slack": {Deps: []string{"github.com/slack-go/slack", module + "/bot", module + "/adapters/slack/internal"},
+			Imports: []string{"github.com/slack-go/slack", "github.com/slack-go/slack/socketmode"}},
+		module + "/adapters/discord/discordfake": {Imports: []string{"github.com/bwmarrin/discordgo"}},
+		// cmd reaches slack-go through the adapter, and imports only the adapter.
+		module + "/cmd/loopbot": {Deps: []string{module + "/store", module + "/adapters/slack", "github.com/slack-go/slack"},
+			Imports: []string{module + "/store", module + "/adapters/slack"}},
+		module + "/store": {Deps: []string{"go.etcd.io/bbolt", module + "/bot"}},
 	}
 	if got := importRules(ok); len(got) > 0 {
 		t.Errorf("a legal graph was flagged: %q", got)

@@ -164,7 +164,7 @@ func TestSecondProcessGetsLockError(t *testing.T) {
 	if err := m.ParseFlags(context.Background(), []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", "127.0.0.1:0", "-admin", "127.0.0.1:0", "serve"}); err != nil {
 		t.Fatal(err)
 	}
-	m.Config.Store.LockTimeout = Duration(50 * time.Millisecond)
+	m.Config.Store.LockTimeout = agent.Duration(50 * time.Millisecond)
 	err := m.Run(context.Background())
 	defer m.Close()
 	if err == nil || !strings.Contains(err.Error(), "database is locked by another loopbot process: "+filepath.Join(dir, "loopbot.db")) {

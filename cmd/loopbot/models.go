@@ -42,23 +42,15 @@ func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet
 	return set, nil
 }
 
-func newModel(cfg Config, model string, price PriceConfig) (*llm.Client, error) {
-	c, err := llm.New(llm.Config{
-		BaseURL:    cfg.LLM.BaseURL,
-		APIKey:     cfg.LLM.APIKey,
-		Model:      model,
-		Azure:      cfg.LLM.Azure,
-		APIVersion: cfg.LLM.APIVersion,
-		MaxRetries: cfg.LLM.MaxRetries,
-		Stream:     cfg.LLM.Stream,
-		Timeout:    llm.Duration(cfg.LLM.Timeout),
-		Price: llm.Price{PromptPerMillion: price.PromptPerMillion, CompletionPerMillion: price.CompletionPerMillion,
-			CachedPerMillion: price.CachedPerMillion},
-	})
+// newModel builds a client of the [llm] endpoint for model at price.
+func newModel(cfg Config, model string, price llm.Price) (*llm.Client, error) {
+	c := cfg.LLM.Config
+	c.Model, c.Price = model, price
+	m, err := llm.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", model, err)
 	}
-	return c, nil
+	return m, nil
 }
 
 // pingModel asks the configured executor for one word, which proves the endpoint, the key

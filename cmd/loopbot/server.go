@@ -67,10 +67,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}
 	s.closers = append(s.closers, func(context.Context) error { return s.tools.Close() })
 
-	acfg, err := cfg.AgentConfig()
-	if err != nil {
-		return nil, err
-	}
+	acfg := cfg.Agent
 	if models.demo {
 		acfg = demoAgentConfig(acfg)
 	}
