@@ -267,7 +267,20 @@ func (t *WriteFile) Assess(args json.RawMessage) agent.Assessment {
 	return raise(t.assess(args), t.cfg.Risk)
 }
 
-func (t *WriteFile) assess(json.RawMessage) agent.Assessment {
+func (t *WriteFile) assess(raw json.RawMessage) agent.Assessment {
+	var args struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(raw, &args) == nil {
+		for _, part := range strings.Split(strings.ReplaceAll(args.Path, "\\", "/"), "/") {
+			// A repository's config and hooks make git run programs (core.fsmonitor runs on
+			// every git status, diff.external on git diff), and git commands are rated as
+			// reads: a write there is what would turn a read into a command.
+			if strings.EqualFold(part, ".git") {
+				return agent.Assessment{Risk: agent.RiskConfirm, Reason: "writes inside .git, where a config or hook can make later git commands run programs"}
+			}
+		}
+	}
 	return agent.Assessment{Risk: agent.RiskCautious, Reason: "writes a file of the workspace"}
 }
 

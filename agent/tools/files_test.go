@@ -322,3 +322,28 @@ func TestFilesRefuseSpecialFiles(t *testing.T) {
 		t.Errorf("write_file wrote %d bytes into a FIFO's reader", n)
 	}
 }
+
+// TestWriteFileIntoGitAsks holds the .git rule: git commands are rated as reads, so a write
+// that could give git a program to run (core.fsmonitor, diff.external, a hook) needs approval.
+func TestWriteFileIntoGitAsks(t *testing.T) {
+	w := &WriteFile{}
+	tests := []struct {
+		path string
+		want agent.Risk
+	}{
+		{"notes.md", agent.RiskCautious},
+		{"src/git.go", agent.RiskCautious},
+		{".gitignore", agent.RiskCautious},
+		{".git/config", agent.RiskConfirm},
+		{"./.git/hooks/pre-commit", agent.RiskConfirm},
+		{"vendor/lib/.git/config", agent.RiskConfirm},
+		{".GIT/config", agent.RiskConfirm},
+		{`.git\config`, agent.RiskConfirm},
+	}
+	for _, tt := range tests {
+		args, _ := json.Marshal(map[string]string{"path": tt.path, "content": "[core]\n\tfsmonitor = ./x.sh\n"})
+		if got := w.assess(args).Risk; got != tt.want {
+			t.Errorf("write_file %q: risk %s, want %s", tt.path, got, tt.want)
+		}
+	}
+}
