@@ -138,7 +138,7 @@ func (r *runner) run(ctx context.Context) error {
 		return fmt.Errorf("run %s: %w", st.RunID, err)
 	}
 	if st.Nonce == "" {
-		st.Nonce = newNonce() // a run saved before nonces existed
+		st.Nonce = newNonce()
 	}
 	r.emit(Event{Kind: EventResumed})
 

@@ -202,7 +202,7 @@ type State struct {
 	LastSanityStep int  `json:"last_sanity_step,omitempty"`
 
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
-	// per run and never shown outside the prompts.
+	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`
 
 	Pause  *Pause `json:"pause,omitempty"`
@@ -221,7 +221,6 @@ func NewState(runID, goal string, history []Message, now time.Time) *State {
 		RunID:     runID,
 		Goal:      goal,
 		Status:    StatusQueued,
-		Nonce:     newNonce(),
 		Messages:  msgs,
 		CreatedAt: now.UTC(),
 		UpdatedAt: now.UTC(),

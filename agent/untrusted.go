@@ -37,13 +37,19 @@ func markerTokens(nonce string) int {
 	return (len(openMarker(nonce)) + len(closeMarker(nonce)) + 2 + 3) / 4
 }
 
-// untrusted reports whether m is the output of a tool whose content comes from outside.
+// untrusted reports whether m is the output of a tool whose content comes from outside: a
+// call of an untrusted tool that ran. A refused call's message (invalid arguments, a
+// rejection) is the loop's own text and stays as it is.
 func (r *runner) untrusted(m Message) bool {
 	if m.Role != RoleTool {
 		return false
 	}
 	reg := r.a.tools[m.Name]
-	return reg != nil && reg.info.Untrusted
+	if reg == nil || !reg.info.Untrusted {
+		return false
+	}
+	c := r.st.Call(m.ToolCallID)
+	return c == nil || c.Status == CallSucceeded || c.Status == CallFailed
 }
 
 // markersCost is what wrapping the untrusted outputs among msgs adds to a prompt.

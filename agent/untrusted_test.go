@@ -31,10 +31,10 @@ func TestUntrustedMarkers(t *testing.T) {
 	}}
 	llm := newLLM(t, calls(call("fetch", `{"q":"x"}`), call("note", `{"q":"y"}`)), text("The page asks for something I will not do."))
 	r := newRun(t, newAgent(t, llm.model, agent.Config{}, []agent.Tool{page, local}), "summarise the page")
+	// The page learns the nonce as it is drawn, the worst case: it still cannot close the
+	// markers, since every copy of the nonce in its output is removed.
+	r.st.Nonce = "0123456789abcdef"
 	nonce = r.st.Nonce
-	if len(nonce) < 16 {
-		t.Fatalf("nonce %q is too short to be unguessable", nonce)
-	}
 	r.advance()
 	r.wantStatus(agent.StatusCompleted)
 
@@ -66,6 +66,9 @@ func TestUntrustedMarkers(t *testing.T) {
 	if noted != "a note of ours" {
 		t.Errorf("trusted output changed: %q", noted)
 	}
+	if n := len(r.st.Nonce); n < 16 {
+		t.Errorf("nonce %q is too short to be unguessable", r.st.Nonce)
+	}
 	// The state keeps outputs as they came, so cutting them later never cuts a marker.
 	if c := r.st.Calls[0]; strings.Contains(c.Output, open) {
 		t.Errorf("the stored output holds the marker: %q", c.Output)
@@ -92,6 +95,27 @@ func TestUntrustedMarkersKeepTheBudget(t *testing.T) {
 			if n := agent.EstimateTokens(req.Messages); n > budget {
 				t.Errorf("budget %d, request %d: %d tokens", budget, i, n)
 			}
+		}
+	}
+}
+
+// TestRefusedCallNotMarked checks that the loop's own words about a refused call of an
+// untrusted tool are not marked as outside content, and that a run draws its nonce when the
+// loop first takes it up.
+func TestRefusedCallNotMarked(t *testing.T) {
+	page := untrustedTool{&fakeTool{name: "fetch", readOnly: true}}
+	llm := newLLM(t, calls(call("fetch", `{"q":`)), text("sorry"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, []agent.Tool{page}), "x")
+	if r.st.Nonce != "" {
+		t.Fatalf("a new state has nonce %q before the loop took it up", r.st.Nonce)
+	}
+	r.advance()
+	if len(r.st.Nonce) < 16 {
+		t.Fatalf("nonce %q after the run", r.st.Nonce)
+	}
+	for _, m := range llm.requests()[1].Messages {
+		if m.Role == agent.RoleTool && strings.Contains(m.Content, "<untrusted-") {
+			t.Errorf("the loop's own error was marked untrusted: %q", m.Content)
 		}
 	}
 }

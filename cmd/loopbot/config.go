@@ -91,10 +91,11 @@ type AdminConfig struct {
 // they are used.
 func DefaultConfig() Config {
 	return Config{
-		Store:    StoreConfig{Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
-		Log:      LogConfig{Level: "info", Format: "text"},
-		Admin:    AdminConfig{Addr: "127.0.0.1:9090"},
-		Web:      WebConfig{Config: web.Config{Addr: web.DefaultAddr, MaxThreads: web.DefaultMaxThreads, MaxMessages: web.DefaultMaxMessages}},
+		Store: StoreConfig{Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
+		Log:   LogConfig{Level: "info", Format: "text"},
+		Admin: AdminConfig{Addr: "127.0.0.1:9090"},
+		Web: WebConfig{Config: web.Config{Addr: web.DefaultAddr, MaxThreads: web.DefaultMaxThreads, MaxMessages: web.DefaultMaxMessages,
+			ProxyUserHeader: web.DefaultProxyUserHeader, Threads: web.ThreadsOwn}},
 		demoPace: 800 * time.Millisecond,
 		LLM:      LLMConfig{Config: llm.DefaultConfig()},
 		Tools:    tools.DefaultConfig(),
