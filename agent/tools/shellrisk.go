@@ -49,6 +49,9 @@ type verdict struct {
 	// leftWorkspace is set once a cd may have left the workspace: from then on every
 	// relative path the line writes may be outside it.
 	leftWorkspace bool
+	// loopNames holds the variables of for loops over names of the workspace
+	// (for f in *.go; do wc -l "$f"; done): "$f" is then like a pattern in the workspace.
+	loopNames map[string]bool
 }
 
 func (v *verdict) raise(r agent.Risk, format string, args ...any) {
@@ -108,6 +111,7 @@ func (v *verdict) line(line string, depth int) {
 			if !plainVariable(n.Name.Value) {
 				v.raise(agent.RiskConfirm, "the loop sets %s, which changes how commands run", n.Name.Value)
 			}
+			v.loop(n)
 		case *syntax.ParamExp:
 			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) {
 				v.raise(agent.RiskConfirm, "assigns a variable inside an expansion")
@@ -135,6 +139,43 @@ var arithAssigns = map[syntax.BinAritOperator]bool{
 	syntax.Assgn: true, syntax.AddAssgn: true, syntax.SubAssgn: true, syntax.MulAssgn: true, syntax.QuoAssgn: true,
 	syntax.RemAssgn: true, syntax.AndAssgn: true, syntax.OrAssgn: true, syntax.XorAssgn: true, syntax.ShlAssgn: true,
 	syntax.ShrAssgn: true,
+}
+
+// loop notes whether the loop variable only takes names of the workspace.
+func (v *verdict) loop(n *syntax.WordIter) {
+	names := len(n.Items) > 0
+	for _, w := range n.Items {
+		a := wordArg(w)
+		names = names && !a.dyn && workspaceName.MatchString(a.s) && inWorkspace(a.s)
+	}
+	if v.loopNames == nil {
+		v.loopNames = map[string]bool{}
+	}
+	v.loopNames[n.Name.Value] = names
+}
+
+// workspaceName matches a file name or pattern that is neither an option nor split by the
+// shell into several words.
+var workspaceName = regexp.MustCompile(`^[A-Za-z0-9_.*?\[\]][A-Za-z0-9_./*?\[\]+,=:@%-]*$`)
+
+// loopArg returns the argument "$f" or $f stands for when f is the variable of a loop over
+// workspace names.
+func (v *verdict) loopArg(w *syntax.Word) (arg, bool) {
+	parts := w.Parts
+	if len(parts) == 1 {
+		if dq, ok := parts[0].(*syntax.DblQuoted); ok {
+			parts = dq.Parts
+		}
+	}
+	if len(parts) != 1 {
+		return arg{}, false
+	}
+	p, ok := parts[0].(*syntax.ParamExp)
+	if !ok || p.Param == nil || p.Exp != nil || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Names != 0 ||
+		p.Excl || p.Length || p.Width || p.NestedParam != nil || !v.loopNames[p.Param.Value] {
+		return arg{}, false
+	}
+	return arg{s: "*", glob: true}, true
 }
 
 // plainVariable reports a variable name no program reads from its environment: the ones that
@@ -376,6 +417,10 @@ func (v *verdict) call(c *syntax.CallExpr, depth int) {
 	}
 	args := make([]arg, len(c.Args))
 	for i, w := range c.Args {
+		if a, ok := v.loopArg(w); ok && i > 0 {
+			args[i] = a
+			continue
+		}
 		args[i] = wordArg(w)
 	}
 	v.argv(args, c.Args, depth)
