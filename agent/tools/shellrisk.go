@@ -67,8 +67,13 @@ var (
 	rawForkBomb         = regexp.MustCompile(`:\s*\(\s*\)\s*\{`)
 )
 
-// maxDepth bounds the nesting of sh -c inside sh -c the assessor follows.
+// maxDepth bounds the nesting the assessor follows: sh -c inside sh -c, and commands run by
+// wrappers (env env ... ls) or find -exec.
 const maxDepth = 8
+
+// maxLine is the longest command line the assessor reads before asking a person; the raw
+// patterns are still looked for in a longer one.
+const maxLine = 64 << 10
 
 func (v *verdict) line(line string, depth int) {
 	if depth > maxDepth {
@@ -79,21 +84,29 @@ func (v *verdict) line(line string, depth int) {
 		v.raise(agent.RiskCautious, "empty command")
 		return
 	}
+	if len(line) > maxLine {
+		v.raise(agent.RiskConfirm, "the command is too long to assess")
+	}
 	if strings.Contains(line, "rm -rf /") || rawRmRecursiveForce.MatchString(line) {
 		v.raise(agent.RiskDangerous, "rm -rf deletes recursively without asking")
 	}
 	if rawForkBomb.MatchString(line) {
 		v.raise(agent.RiskDangerous, "looks like a fork bomb")
 	}
+	if len(line) > maxLine {
+		return
+	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(line), "")
 	if err != nil {
 		v.raise(agent.RiskConfirm, "the command could not be parsed as POSIX shell: %v", err)
 		return
 	}
+	inner := map[*syntax.BinaryCmd]bool{} // pipes inside a pipeline already judged whole
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.FuncDecl:
-			if callsName(n.Body, n.Name.Value) {
+			// A declaration such as "()0" parses with no name.
+			if n.Name != nil && callsName(n.Body, n.Name.Value) {
 				v.raise(agent.RiskDangerous, "function %s calls itself (fork bomb pattern)", n.Name.Value)
 			}
 			v.raise(agent.RiskConfirm, "defines a shell function")
@@ -125,8 +138,8 @@ func (v *verdict) line(line string, depth int) {
 				v.raise(agent.RiskConfirm, "assigns a variable inside arithmetic")
 			}
 		case *syntax.BinaryCmd:
-			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
-				v.pipeline(n)
+			if (n.Op == syntax.Pipe || n.Op == syntax.PipeAll) && !inner[n] {
+				v.pipeline(n, inner)
 			}
 		case *syntax.CallExpr:
 			v.call(n, depth)
@@ -432,6 +445,10 @@ func (v *verdict) argv(args []arg, words []*syntax.Word, depth int) {
 	if len(args) == 0 {
 		return
 	}
+	if depth > maxDepth {
+		v.raise(agent.RiskConfirm, "commands nested too deeply to assess")
+		return
+	}
 	name := args[0]
 	switch {
 	case name.dyn:
@@ -473,11 +490,13 @@ func systemPath(name string) bool {
 }
 
 // pipeline catches downloads piped into an interpreter, as in curl ... | sh.
-func (v *verdict) pipeline(b *syntax.BinaryCmd) {
+// The pipes nested in b are added to inner, so that a long pipeline is judged once.
+func (v *verdict) pipeline(b *syntax.BinaryCmd, inner map[*syntax.BinaryCmd]bool) {
 	var stmts []*syntax.Stmt
 	var flatten func(s *syntax.Stmt)
 	flatten = func(s *syntax.Stmt) {
 		if bc, ok := s.Cmd.(*syntax.BinaryCmd); ok && (bc.Op == syntax.Pipe || bc.Op == syntax.PipeAll) {
+			inner[bc] = true
 			flatten(bc.X)
 			flatten(bc.Y)
 			return

@@ -191,12 +191,7 @@ func (v *verdict) wrapper(base string, rest []arg, depth int) {
 		inner = append(inner[:len(inner):len(inner)], arg{dyn: true})
 	}
 	v.raise(agent.RiskConfirm, "%s runs another command", base)
-	for _, a := range rest {
-		if a.dyn {
-			v.raise(agent.RiskDangerous, "%s runs a command computed at run time", base)
-		}
-	}
-	v.argv(inner, nil, depth)
+	v.argv(inner, nil, depth+1)
 }
 
 // splitString returns the string of env -S STRING, -SSTRING or --split-string=STRING at i.

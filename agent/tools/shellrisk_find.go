@@ -74,7 +74,7 @@ func findRule(v *verdict, args []arg, depth int) string {
 				j++
 			}
 			note(fmt.Sprintf("find %s runs a command", s))
-			v.argv(args[i+1:j], nil, depth)
+			v.argv(args[i+1:j], nil, depth+1)
 			i = j
 		case s == "-fprint" || s == "-fprint0" || s == "-fls" || s == "-fprintf":
 			if i+1 < len(args) {

@@ -212,6 +212,10 @@ func TestAssessCommand(t *testing.T) {
 		{"export A=1", confirm},
 		{"find . -name '*.go' | xargs grep foo", confirm},
 		{"timeout 5 ls", confirm},
+		{"timeout 10 grep x \"$f\"", confirm},
+		{"timeout 10 $x", dangerous},
+		{"find . -name '*.go' | xargs sh -c 'wc -l \"$@\"' sh", confirm},
+		{"env env env env env env env env env env ls", confirm},
 		{"jq .name package.json", confirm},
 		{"awk '{print $1}' x", confirm},
 
@@ -341,5 +345,17 @@ func BenchmarkAssess(b *testing.B) {
 		if a := AssessCommand(cmd, true); a.Risk != agent.RiskSafe {
 			b.Fatalf("AssessCommand(%q) = %s (%s)", cmd, a.Risk, a.Reason)
 		}
+	}
+}
+
+// BenchmarkAssessLong assesses long lines (a 3000-stage pipeline, 3000 nested wrappers), so
+// that work growing faster than the line shows.
+func BenchmarkAssessLong(b *testing.B) {
+	for _, cmd := range []string{strings.Repeat("cat x | ", 3000) + "wc -l", strings.Repeat("env ", 3000) + "ls"} {
+		b.Run(strings.Fields(cmd)[0], func(b *testing.B) {
+			for b.Loop() {
+				AssessCommand(cmd, true)
+			}
+		})
 	}
 }
