@@ -66,8 +66,7 @@ func sedRule(v *verdict, args []arg, _ int) string {
 				}
 				break letters
 			case c == 'i':
-				inPlace = true
-				note("sed -i edits files in place")
+				inPlace = true // the files are judged as written below
 				break letters
 			case c == 'f':
 				note("sed -f reads its script from a file")

@@ -132,6 +132,10 @@ func TestAssessCommand(t *testing.T) {
 		{"for PATH in /tmp; do ls; done", confirm},
 		{"echo ${PATH:=/tmp}", confirm},
 		{"echo $((IFS=1))", confirm},
+		{"echo $((x++))", confirm},
+		{"./ls -la", confirm},
+		{"/usr/local/bin/cat x", confirm},
+		{"/usr/bin/cat x", safe},
 		{"r\\m -rf /", dangerous},
 		{"r\\m notes.txt", dangerous},
 		{"\\ls", dangerous},
@@ -233,6 +237,7 @@ func TestAssessCommand(t *testing.T) {
 		{"echo $(rm -rf x)", dangerous},
 		{"echo `rm -rf x`", dangerous},
 		{"find . -exec rm -rf {} \\;", dangerous},
+		{"find . -exec rm -f {} +", dangerous},
 		{"find . | xargs rm -rf", dangerous},
 		{"find . | xargs rm -r", dangerous},
 		{"env FOO=1 rm -rf x", dangerous},
@@ -306,6 +311,8 @@ func TestAssessCommandReasons(t *testing.T) {
 		{"GIT_EXTERNAL_DIFF=./x git diff", "GIT_EXTERNAL_DIFF"},
 		{"$(echo rm) -rf x", "computed at run time"},
 		{"xxd a b", "writes the file b"},
+		{"sed 's/a/b/w out.txt' x", "s///w"},
+		{"sed -i s/a/b/ x.txt", "sed -i writes the file x.txt"},
 	} {
 		if got := AssessCommand(tt.cmd, true); !strings.Contains(got.Reason, tt.want) {
 			t.Errorf("AssessCommand(%q).Reason = %q, want it to mention %q", tt.cmd, got.Reason, tt.want)
