@@ -233,8 +233,10 @@ func sedScriptRefusal(s string) string {
 			}
 			d := s[i]
 			i++
-			if !part(d) || !part(d) {
-				return unreadable
+			for range 2 { // the pattern and the replacement
+				if !part(d) {
+					return unreadable
+				}
 			}
 			if c == 's' {
 				for i < n && strings.IndexByte("gpiImM0123456789", s[i]) >= 0 {
