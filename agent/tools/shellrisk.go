@@ -223,6 +223,7 @@ type arg struct {
 	glob    bool   // holds unquoted pattern characters the shell expands to file names
 	escaped bool   // an unquoted backslash escapes a character
 	quoted  bool   // some part is quoted
+	spliced bool   // quoted and unquoted pieces are joined, as in r''m
 }
 
 // dynamic stands for an argument whose value is only known at run time, in the string forms
@@ -288,6 +289,7 @@ func wordArg(w *syntax.Word) arg {
 		}
 	}
 	a.s = b.String()
+	a.spliced = a.quoted && len(w.Parts) > 1
 	return a
 }
 
@@ -456,6 +458,8 @@ func (v *verdict) argv(args []arg, words []*syntax.Word, depth int) {
 		return
 	case name.escaped:
 		v.raise(agent.RiskDangerous, "the program name %s is disguised with backslashes", name.s)
+	case name.spliced:
+		v.raise(agent.RiskDangerous, "the program name %s is spliced from quoted pieces", name.s)
 	case name.glob:
 		v.raise(agent.RiskDangerous, "the program name %s is a pattern the shell expands", name.s)
 		return

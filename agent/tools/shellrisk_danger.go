@@ -56,6 +56,13 @@ func (v *verdict) unlisted(name, base string, rest []arg, words []*syntax.Word, 
 	case runners[base]:
 		v.raise(agent.RiskConfirm, "%s runs a program", base)
 		return
+	case base == "trap":
+		// The action of a trap is code, run later like eval.
+		if len(rest) > 0 && rest[0].dyn {
+			v.raise(agent.RiskDangerous, "trap runs code built at run time")
+		} else if len(rest) > 0 {
+			v.line(rest[0].s, depth+1)
+		}
 	}
 	if !systemPath(name) {
 		v.raise(agent.RiskConfirm, "runs %s, a program outside the system directories", name)
