@@ -257,8 +257,9 @@ func printfRule(_ *verdict, args []arg, _ int) string {
 	return ""
 }
 
-// cdRule lets cd move within the workspace. Once a cd may have left it, every relative path
-// the rest of the line writes counts as outside.
+// cdRule lets cd move down within the workspace. Once a cd may have left it, every relative
+// path the rest of the line writes counts as outside. A cd back up (cd ..) is not let through
+// even after a cd down: whether that one ran (in a subshell, after ||) is not known here.
 func cdRule(v *verdict, args []arg, _ int) string {
 	var ops []arg
 	for _, a := range args {
@@ -271,7 +272,7 @@ func cdRule(v *verdict, args []arg, _ int) string {
 		return "" // HOME is the workspace
 	}
 	o := ops[0]
-	if len(ops) == 1 && !o.dyn && !o.glob && (o.s == "-" || (inWorkspace(o.s) && !strings.HasPrefix(o.s, "-"))) {
+	if len(ops) == 1 && !o.dyn && !o.glob && !v.leftWorkspace && (o.s == "-" || (inWorkspace(o.s) && !strings.HasPrefix(o.s, "-"))) {
 		return ""
 	}
 	v.leftWorkspace = true

@@ -200,6 +200,8 @@ func TestAssessCommand(t *testing.T) {
 		{"git diff *.go", confirm},
 		{"cat $f", confirm},
 		{"cd ..", confirm},
+		{"cd src && cd .. && ls", confirm},
+		{"(cd a/b); cd ../..; cd dev; cat zero | sort", confirm},
 		{"set -o posix", confirm},
 
 		// Writing inside the workspace, unknown programs, unparsable text.
