@@ -207,20 +207,23 @@ func splitString(args []arg, i int) (arg, bool) {
 	switch {
 	case a.dyn && i == 0:
 		return a, true // env "$x": whatever it holds may be -S
-	case a.s == "-S" || a.s == "--split-string" || (strings.HasPrefix(a.s, "--s") && strings.HasPrefix("--split-string", a.s)):
+	case a.s == "--split-string" || (strings.HasPrefix(a.s, "--s") && strings.HasPrefix("--split-string", a.s)):
 		if i+1 < len(args) {
 			return args[i+1], true
 		}
-	case strings.HasPrefix(a.s, "-S"):
-		a.s = a.s[2:]
-		return a, true
 	case strings.HasPrefix(a.s, "--s") && strings.Contains(a.s, "="):
 		if name := a.s[:strings.IndexByte(a.s, '=')]; strings.HasPrefix("--split-string", name) {
 			a.s = a.s[len(name)+1:]
 			return a, true
 		}
-	case strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") && strings.Contains(a.s, "S"):
-		// -iS STRING: S grouped behind other flags.
+	case shortOption(a.s) && strings.Contains(a.s, "S"):
+		// -S STRING, -SSTRING, or S grouped behind other flags as in -iS STRING or -iSSTRING
+		// (the other short options of env take no value but -u and -C, which are rare
+		// enough to be read as -S here too).
+		if rest := a.s[strings.IndexByte(a.s, 'S')+1:]; rest != "" {
+			a.s = rest
+			return a, true
+		}
 		if i+1 < len(args) {
 			return args[i+1], true
 		}

@@ -83,6 +83,8 @@ func TestAssessCommand(t *testing.T) {
 		{"env -S'find / -delete'", dangerous},
 		{"env --split-string='rm -rf x'", dangerous},
 		{"env -S \"$x\"", dangerous},
+		{"env -iS'rm -f x'", dangerous},
+		{"env -i -S 'rm -f x'", dangerous},
 		{"env FOO=1 ls", confirm},
 		{"git grep --no-index -O'cmd;' x", confirm},
 		{"git grep -Ocmd x", confirm},
