@@ -3,11 +3,12 @@
 //
 // The built-in tools are http_fetch (with SSRF protection decided at dial time on the
 // resolved address, and fetched content marked as untrusted), shell (a command run under
-// bubblewrap in the run's workspace, its risk assessed from the parsed command), and
-// read_file, write_file and list_files (confined to the run's workspace through os.Root,
-// opening without blocking or following links and refusing anything but regular files and
-// directories, so a named pipe cannot hang a run). Every tool returns when its context is
-// done. Every run gets its own workspace directory, <workspace>/<sanitized run ID>, created on
+// bubblewrap in the run's workspace, its risk assessed from the parsed command against an
+// allowlist of read-only programs and their options: AssessCommand), and read_file,
+// write_file and list_files (confined to the run's workspace through os.Root, opening without
+// blocking or following links and refusing anything but regular files and directories, so a
+// named pipe cannot hang a run). Every tool returns when its context is done. Every run gets
+// its own workspace directory, <workspace>/<sanitized run ID>, created on
 // demand, so runs never see each other's files.
 //
 // LimitsConfig bounds each shell command and workspace (limits.go): prlimit(1) sets the

@@ -12,11 +12,17 @@ import (
 )
 
 // AssessCommand rates a command line for /bin/sh -c. It parses the line as POSIX shell (with
-// mvdan.cc/sh), looks at every simple command it contains (in pipelines, lists, subshells,
-// command substitutions, and behind wrappers like env, xargs or sh -c), and returns the
-// riskiest verdict: a compound command is as risky as its riskiest part. A line made only of
-// known read-only programs is safe when safeReadonly is set and cautious otherwise; anything
-// unknown, or that cannot be parsed, needs approval; destructive patterns are dangerous.
+// mvdan.cc/sh) and judges every simple command it contains: in pipelines, lists, loops,
+// subshells, command substitutions, and behind sh -c, env, xargs or find -exec. A compound
+// command is as risky as its riskiest part.
+//
+// The judgement is an allowlist. A line runs without asking (safe when safeReadonly is set,
+// cautious otherwise) only when every simple command is a literal program on the read-only
+// allowlist (readOnlyPrograms in shellrisk_rules.go) and each of its options and operands
+// passes that program's rules. Everything else needs approval (confirm). A program name that is not a literal
+// (expansions, backslashes, patterns, eval or sh -c of a string built at run time, a script
+// read from standard input) is dangerous, as are destructive commands and writes outside the
+// workspace (shellrisk_danger.go).
 func AssessCommand(line string, safeReadonly bool) (a agent.Assessment) {
 	defer func() {
 		// The assessor guards a sandbox; if it ever fails, the call waits for a person.
@@ -24,6 +30,11 @@ func AssessCommand(line string, safeReadonly bool) (a agent.Assessment) {
 			a = agent.Assessment{Risk: agent.RiskDangerous, Reason: "the command could not be assessed"}
 		}
 	}()
+	return assessCommand(line, safeReadonly)
+}
+
+// assessCommand is AssessCommand without the recover, so the fuzz target sees panics.
+func assessCommand(line string, safeReadonly bool) agent.Assessment {
 	v := &verdict{risk: agent.RiskSafe, reason: "only read-only commands"}
 	v.line(line, 0)
 	if v.risk == agent.RiskSafe && !safeReadonly {
@@ -35,6 +46,12 @@ func AssessCommand(line string, safeReadonly bool) (a agent.Assessment) {
 type verdict struct {
 	risk   agent.Risk
 	reason string
+	// leftWorkspace is set once a cd may have left the workspace: from then on every
+	// relative path the line writes may be outside it.
+	leftWorkspace bool
+	// loopNames holds the variables of for loops over names of the workspace
+	// (for f in *.go; do wc -l "$f"; done): "$f" is then like a pattern in the workspace.
+	loopNames map[string]bool
 }
 
 func (v *verdict) raise(r agent.Risk, format string, args ...any) {
@@ -50,8 +67,13 @@ var (
 	rawForkBomb         = regexp.MustCompile(`:\s*\(\s*\)\s*\{`)
 )
 
-// maxDepth bounds the nesting of sh -c inside sh -c the assessor follows.
+// maxDepth bounds the nesting the assessor follows: sh -c inside sh -c, and commands run by
+// wrappers (env env ... ls) or find -exec.
 const maxDepth = 8
+
+// maxLine is the longest command line the assessor reads before asking a person; the raw
+// patterns are still looked for in a longer one.
+const maxLine = 64 << 10
 
 func (v *verdict) line(line string, depth int) {
 	if depth > maxDepth {
@@ -62,21 +84,29 @@ func (v *verdict) line(line string, depth int) {
 		v.raise(agent.RiskCautious, "empty command")
 		return
 	}
+	if len(line) > maxLine {
+		v.raise(agent.RiskConfirm, "the command is too long to assess")
+	}
 	if strings.Contains(line, "rm -rf /") || rawRmRecursiveForce.MatchString(line) {
 		v.raise(agent.RiskDangerous, "rm -rf deletes recursively without asking")
 	}
 	if rawForkBomb.MatchString(line) {
 		v.raise(agent.RiskDangerous, "looks like a fork bomb")
 	}
+	if len(line) > maxLine {
+		return
+	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(line), "")
 	if err != nil {
 		v.raise(agent.RiskConfirm, "the command could not be parsed as POSIX shell: %v", err)
 		return
 	}
+	inner := map[*syntax.BinaryCmd]bool{} // pipes inside a pipeline already judged whole
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.FuncDecl:
-			if callsName(n.Body, n.Name.Value) {
+			// A declaration such as "()0" parses with no name.
+			if n.Name != nil && callsName(n.Body, n.Name.Value) {
 				v.raise(agent.RiskDangerous, "function %s calls itself (fork bomb pattern)", n.Name.Value)
 			}
 			v.raise(agent.RiskConfirm, "defines a shell function")
@@ -87,9 +117,29 @@ func (v *verdict) line(line string, depth int) {
 			for _, r := range n.Redirs {
 				v.redirect(r)
 			}
+		case *syntax.WhileClause:
+			// A loop that runs until a condition changes can feed a pipe without end.
+			v.raise(agent.RiskConfirm, "loops until a condition changes")
+		case *syntax.WordIter:
+			if !plainVariable(n.Name.Value) {
+				v.raise(agent.RiskConfirm, "the loop sets %s, which changes how commands run", n.Name.Value)
+			}
+			v.loop(n)
+		case *syntax.ParamExp:
+			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) {
+				v.raise(agent.RiskConfirm, "assigns a variable inside an expansion")
+			}
+		case *syntax.BinaryArithm:
+			if arithAssigns[n.Op] {
+				v.raise(agent.RiskConfirm, "assigns a variable inside arithmetic")
+			}
+		case *syntax.UnaryArithm:
+			if n.Op == syntax.Inc || n.Op == syntax.Dec {
+				v.raise(agent.RiskConfirm, "assigns a variable inside arithmetic")
+			}
 		case *syntax.BinaryCmd:
-			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
-				v.pipeline(n)
+			if (n.Op == syntax.Pipe || n.Op == syntax.PipeAll) && !inner[n] {
+				v.pipeline(n, inner)
 			}
 		case *syntax.CallExpr:
 			v.call(n, depth)
@@ -98,12 +148,66 @@ func (v *verdict) line(line string, depth int) {
 	})
 }
 
+var arithAssigns = map[syntax.BinAritOperator]bool{
+	syntax.Assgn: true, syntax.AddAssgn: true, syntax.SubAssgn: true, syntax.MulAssgn: true, syntax.QuoAssgn: true,
+	syntax.RemAssgn: true, syntax.AndAssgn: true, syntax.OrAssgn: true, syntax.XorAssgn: true, syntax.ShlAssgn: true,
+	syntax.ShrAssgn: true,
+}
+
+// loop notes whether the loop variable only takes names of the workspace.
+func (v *verdict) loop(n *syntax.WordIter) {
+	names := len(n.Items) > 0
+	for _, w := range n.Items {
+		a := wordArg(w)
+		names = names && !a.dyn && workspaceName.MatchString(a.s) && inWorkspace(a.s)
+	}
+	if v.loopNames == nil {
+		v.loopNames = map[string]bool{}
+	}
+	v.loopNames[n.Name.Value] = names
+}
+
+// workspaceName matches a file name or pattern that is neither an option nor split by the
+// shell into several words.
+var workspaceName = regexp.MustCompile(`^[A-Za-z0-9_.*?\[\]][A-Za-z0-9_./*?\[\]+,=:@%-]*$`)
+
+// loopArg returns the argument "$f" or $f stands for when f is the variable of a loop over
+// workspace names.
+func (v *verdict) loopArg(w *syntax.Word) (arg, bool) {
+	parts := w.Parts
+	if len(parts) == 1 {
+		if dq, ok := parts[0].(*syntax.DblQuoted); ok {
+			parts = dq.Parts
+		}
+	}
+	if len(parts) != 1 {
+		return arg{}, false
+	}
+	p, ok := parts[0].(*syntax.ParamExp)
+	if !ok || p.Param == nil || p.Exp != nil || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Names != 0 ||
+		p.Excl || p.Length || p.Width || p.NestedParam != nil || !v.loopNames[p.Param.Value] {
+		return arg{}, false
+	}
+	return arg{s: "*", glob: true}, true
+}
+
+// plainVariable reports a variable name no program reads from its environment: the ones that
+// change how commands run (PATH, IFS, LD_PRELOAD, GIT_*...) are written in capitals.
+func plainVariable(name string) bool {
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return name != ""
+}
+
 // callsName reports whether the subtree runs a command named name.
 func callsName(n syntax.Node, name string) bool {
 	found := false
 	syntax.Walk(n, func(n syntax.Node) bool {
 		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-			if s, ok := static(c.Args[0]); ok && s == name {
+			if a := wordArg(c.Args[0]); !a.dyn && a.s == name {
 				found = true
 			}
 		}
@@ -112,33 +216,97 @@ func callsName(n syntax.Node, name string) bool {
 	return found
 }
 
-// static returns a word's value when it is known before the shell runs: literals and quoted
-// literals, without expansions.
-func static(w *syntax.Word) (string, bool) {
+// arg is one word of a simple command as far as it is known before the shell runs.
+type arg struct {
+	s       string // the value with quoting removed; expansions contribute nothing
+	dyn     bool   // holds a parameter, command or arithmetic expansion: known only at run time
+	glob    bool   // holds unquoted pattern characters the shell expands to file names
+	escaped bool   // an unquoted backslash escapes a character
+	quoted  bool   // some part is quoted
+	spliced bool   // quoted and unquoted pieces are joined, as in r''m
+}
+
+// dynamic stands for an argument whose value is only known at run time, in the string forms
+// the destructive-command rules read.
+const dynamic = "\x00dynamic"
+
+// str is the argument as the destructive-command rules read it.
+func (a arg) str() string {
+	if a.dyn {
+		return dynamic
+	}
+	return a.s
+}
+
+func strs(args []arg) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a.str()
+	}
+	return out
+}
+
+func wordArg(w *syntax.Word) arg {
+	var a arg
 	var b strings.Builder
 	for _, p := range w.Parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
-			b.WriteString(p.Value)
+			v := p.Value
+			for i := 0; i < len(v); i++ {
+				c := v[i]
+				switch {
+				case c == '\\' && i+1 < len(v):
+					a.escaped = true
+					i++
+					b.WriteByte(v[i])
+					continue
+				case c == '*' || c == '?':
+					a.glob = true
+				case c == '[' && strings.IndexByte(v[i+1:], ']') >= 0:
+					a.glob = true
+				}
+				b.WriteByte(c)
+			}
 		case *syntax.SglQuoted:
+			a.quoted = true
+			if p.Dollar {
+				a.escaped = true
+			}
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
+			a.quoted = true
 			for _, q := range p.Parts {
 				lit, ok := q.(*syntax.Lit)
 				if !ok {
-					return "", false
+					a.dyn = true
+					continue
 				}
-				b.WriteString(lit.Value)
+				b.WriteString(unescapeDouble(lit.Value))
 			}
 		default:
-			return "", false
+			a.dyn = true
 		}
 	}
-	return b.String(), true
+	a.s = b.String()
+	a.spliced = a.quoted && len(w.Parts) > 1
+	return a
 }
 
-// dynamic stands for an argument whose value is only known at run time.
-const dynamic = "\x00dynamic"
+// unescapeDouble removes the backslashes that quote a character inside double quotes.
+func unescapeDouble(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("$`\"\\\n", s[i+1]) >= 0 {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
 
 var writeOps = map[syntax.RedirOperator]bool{
 	syntax.RdrOut: true, syntax.AppOut: true, syntax.RdrInOut: true, syntax.RdrClob: true,
@@ -149,19 +317,29 @@ func (v *verdict) redirect(r *syntax.Redirect) {
 	if r.Word == nil {
 		return
 	}
-	target, ok := static(r.Word)
-	if r.Op == syntax.DplOut || r.Op == syntax.DplIn {
-		if ok && (target == "-" || isNumber(target)) {
+	a := wordArg(r.Word)
+	target := a.str()
+	switch {
+	case r.Op == syntax.DplOut || r.Op == syntax.DplIn:
+		if !a.dyn && (target == "-" || isNumber(target)) {
 			return
 		}
-	} else if !writeOps[r.Op] {
+	case r.Op == syntax.RdrIn:
+		switch {
+		case a.dyn || a.glob:
+			v.raise(agent.RiskConfirm, "reads its input from a path computed at run time")
+		case touchesDevice(target):
+			v.raise(agent.RiskConfirm, "reads its input from %s, a device or kernel file that may never end", target)
+		}
+		return
+	case !writeOps[r.Op]:
 		return
 	}
 	switch {
-	case !ok:
+	case a.dyn || a.glob:
 		v.raise(agent.RiskConfirm, "redirects output to a path computed at run time")
 	case target == "/dev/null" || target == "/dev/stdout" || target == "/dev/stderr":
-	case outside(target):
+	case v.outside(target):
 		v.raise(agent.RiskDangerous, "writes to %s, outside the workspace", target)
 	default:
 		v.raise(agent.RiskConfirm, "writes the file %s", target)
@@ -181,354 +359,148 @@ func isNumber(s string) bool {
 }
 
 // outside reports whether a path written by a command may leave the workspace: absolute,
-// home-relative, or climbing with "..". URLs are not paths.
-func outside(p string) bool {
+// home-relative, climbing with "..", or relative after a cd that may have left. URLs are not
+// paths.
+func (v *verdict) outside(p string) bool {
 	if p == dynamic || strings.Contains(p, "://") {
 		return false
 	}
+	return v.leftWorkspace || !inWorkspace(p)
+}
+
+// inWorkspace reports a path that names something under the current directory, assumed to
+// be the workspace: relative, not home-relative, never climbing with "..".
+func inWorkspace(p string) bool {
 	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") {
-		return true
+		return false
 	}
 	for _, part := range strings.Split(p, "/") {
 		if part == ".." {
-			return true
+			return false
+		}
+	}
+	return true
+}
+
+// touchesDevice reports a path, or an option carrying one (--file=/dev/zero, -f/dev/zero),
+// that may name a device or a kernel file: reading /dev/zero or /dev/urandom never ends, and
+// a program that holds its input in memory then fills it. Paths in the workspace do not
+// count; /dev/null and the standard streams do not either.
+func touchesDevice(s string) bool {
+	candidates := []string{s}
+	if strings.HasPrefix(s, "-") {
+		if i := strings.IndexByte(s, '='); i >= 0 {
+			candidates = append(candidates, s[i+1:])
+		}
+		if i := strings.IndexAny(s, "/~."); i >= 0 {
+			candidates = append(candidates, s[i:])
+		}
+	}
+	for _, c := range candidates {
+		if c == "" || inWorkspace(c) {
+			continue
+		}
+		p := path.Clean(c)
+		switch p {
+		case "/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr":
+			continue
+		}
+		for strings.HasPrefix(p, "../") {
+			p = p[3:]
+		}
+		p = strings.TrimPrefix(p, "/")
+		for _, dir := range []string{"dev", "proc", "sys"} {
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-var (
-	shells   = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "csh", "tcsh")
-	runners  = set("python", "python3", "python2", "perl", "ruby", "node", "php", "lua", "tclsh")
-	fetchers = set("curl", "wget", "fetch", "nc", "ncat", "socat")
-	// readOnly programs read and print, and write nothing but their standard output.
-	readOnly = set("ls", "cat", "grep", "egrep", "fgrep", "rg", "head", "tail", "wc", "echo", "printf", "pwd",
-		"true", "false", "stat", "file", "du", "df", "cut", "tr", "basename", "dirname", "realpath", "readlink",
-		"which", "whoami", "id", "date", "diff", "cmp", "md5sum", "sha1sum", "sha256sum", "sha512sum", "tree",
-		"nl", "column", "seq", "sleep", "uname", "hostname", "test", "[", "jq", "comm", "fold", "rev", "tac",
-		"od", "hexdump", "xxd", "strings", "expr", "uptime", "env", "printenv", "find", "sort", "uniq", "git", "tee")
-	// dangerousNames change the system, take privileges or destroy data whatever their
-	// arguments.
-	dangerousNames = set("sudo", "su", "doas", "pkexec", "runuser", "dd", "shred", "wipefs", "fdisk", "sfdisk",
-		"parted", "mkswap", "swapoff", "swapon", "mount", "umount", "shutdown", "reboot", "halt", "poweroff",
-		"init", "telinit", "chroot", "insmod", "rmmod", "modprobe", "iptables", "nft", "passwd", "useradd",
-		"userdel", "usermod", "killall", "pkill", "crontab", "systemctl", "mke2fs", "nsenter", "setcap")
-	// writers take paths they change; those must stay inside the workspace.
-	writers = set("rm", "rmdir", "mkdir", "touch", "tee", "mv", "cp", "ln", "install", "rsync", "truncate",
-		"chmod", "chown", "chgrp", "sed", "tar", "unzip", "patch", "curl", "wget", "git", "sort", "uniq", "split")
-	wrappers = set("env", "nice", "nohup", "timeout", "command", "exec", "time", "stdbuf", "xargs", "ionice", "setsid", "builtin")
-	// gitReadOnly subcommands only look.
-	gitReadOnly = set("status", "log", "diff", "show", "ls-files", "rev-parse", "blame", "grep", "describe", "shortlog")
-)
-
-func set(names ...string) map[string]bool {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
-
-// riskyAssigns change how every later command behaves.
-var riskyAssigns = set("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "IFS", "ENV", "BASH_ENV", "HOME", "SHELL")
-
+// call judges one simple command as written in the line.
 func (v *verdict) call(c *syntax.CallExpr, depth int) {
 	for _, a := range c.Assigns {
-		if a.Name != nil && riskyAssigns[a.Name.Value] {
-			v.raise(agent.RiskConfirm, "sets %s, which changes how commands run", a.Name.Value)
+		if a.Name != nil {
+			// Any variable may steer a program: GIT_EXTERNAL_DIFF, GIT_CONFIG_*, LD_AUDIT,
+			// PATH, and the ones nobody has listed yet.
+			v.raise(agent.RiskConfirm, "sets %s, which may change how commands run", a.Name.Value)
 		}
 	}
 	if len(c.Args) == 0 {
 		return
 	}
-	args := make([]string, len(c.Args))
+	args := make([]arg, len(c.Args))
 	for i, w := range c.Args {
-		if s, ok := static(w); ok {
-			args[i] = s
-		} else {
-			args[i] = dynamic
+		if a, ok := v.loopArg(w); ok && i > 0 {
+			args[i] = a
+			continue
 		}
+		args[i] = wordArg(w)
 	}
 	v.argv(args, c.Args, depth)
 }
 
 // argv judges one simple command. words are the parsed words behind args where known (nil
 // for commands found behind wrappers such as find -exec), to look into substitutions.
-func (v *verdict) argv(args []string, words []*syntax.Word, depth int) {
+func (v *verdict) argv(args []arg, words []*syntax.Word, depth int) {
 	if len(args) == 0 {
 		return
 	}
-	name := args[0]
-	if name == dynamic {
-		v.raise(agent.RiskConfirm, "the program to run is computed at run time")
+	if depth > maxDepth {
+		v.raise(agent.RiskConfirm, "commands nested too deeply to assess")
 		return
 	}
-	base := path.Base(name)
-	systemPath := !strings.Contains(name, "/") || strings.HasPrefix(name, "/usr/") || strings.HasPrefix(name, "/bin/") || strings.HasPrefix(name, "/sbin/")
-	rest := args[1:]
-	flags, operands := splitFlags(rest)
-
+	name := args[0]
 	switch {
-	case dangerousNames[base] || strings.HasPrefix(base, "mkfs"):
-		v.raise(agent.RiskDangerous, "%s can take privileges or damage the system", base)
-	case wrappers[base]:
-		inner := unwrap(base, rest)
-		if len(inner) == 0 {
-			if base == "xargs" {
-				v.raise(agent.RiskConfirm, "xargs runs echo on its input")
-			}
+	case name.dyn:
+		v.raise(agent.RiskDangerous, "the program to run is computed at run time")
+		return
+	case name.escaped:
+		v.raise(agent.RiskDangerous, "the program name %s is disguised with backslashes", name.s)
+	case name.spliced:
+		v.raise(agent.RiskDangerous, "the program name %s is spliced from quoted pieces", name.s)
+	case name.glob:
+		v.raise(agent.RiskDangerous, "the program name %s is a pattern the shell expands", name.s)
+		return
+	case name.s == "":
+		v.raise(agent.RiskConfirm, "the program name is empty")
+		return
+	case name.quoted:
+		v.raise(agent.RiskConfirm, "the program name %s is quoted", name.s)
+	}
+	base := path.Base(name.s)
+	if systemPath(name.s) {
+		if r, ok := readOnlyPrograms[base]; ok {
+			v.allowed(base, r, args[1:], depth)
 			return
 		}
-		if base == "xargs" || base == "exec" || base == "setsid" || base == "nohup" {
-			v.raise(agent.RiskConfirm, "%s runs another command", base)
-		}
-		v.argv(inner, nil, depth)
-		return
-	case shells[base] || base == "eval" || base == "source" || base == ".":
-		v.shell(base, rest, words, depth)
-		return
-	case runners[base]:
-		v.raise(agent.RiskConfirm, "%s runs a program", base)
-		return
 	}
-
-	if !systemPath {
-		v.raise(agent.RiskConfirm, "runs %s, a program outside the system directories", name)
-	}
-	if writers[base] {
-		v.writes(base, flags, operands)
-	}
-	switch base {
-	case "rm":
-		recursive := hasFlag(flags, 'r', "--recursive") || hasFlag(flags, 'R', "")
-		force := hasFlag(flags, 'f', "--force")
-		switch {
-		case recursive && force:
-			v.raise(agent.RiskDangerous, "rm -rf deletes recursively without asking")
-		case force:
-			v.raise(agent.RiskDangerous, "rm -f deletes without asking")
-		case recursive:
-			for _, o := range operands {
-				if o == "*" || o == "." || o == ".." || o == "~" || o == "/" || o == dynamic {
-					v.raise(agent.RiskDangerous, "rm -r of %s deletes everything there", printable(o))
-				}
-			}
-		}
-		v.raise(agent.RiskConfirm, "rm deletes files")
-	case "mv", "cp", "ln", "install", "rsync":
-		if hasFlag(flags, 'f', "--force") {
-			v.raise(agent.RiskDangerous, "%s -f overwrites without asking", base)
-		}
-	case "chmod", "chown", "chgrp":
-		if hasFlag(flags, 'R', "--recursive") {
-			v.raise(agent.RiskDangerous, "%s -R changes a whole tree", base)
-		}
-	case "git":
-		v.git(rest)
-		return
-	case "find":
-		v.find(rest, depth)
-		return
-	case "sort":
-		if hasFlag(flags, 'o', "--output") {
-			v.raise(agent.RiskConfirm, "sort -o writes a file")
-		}
-	case "uniq":
-		if len(operands) > 1 {
-			v.raise(agent.RiskConfirm, "uniq writes its output file")
-		}
-	case "tee":
-		if len(operands) > 0 {
-			v.raise(agent.RiskConfirm, "tee writes files")
-		}
-	}
-	if !readOnly[base] {
-		if fetchers[base] {
-			v.raise(agent.RiskConfirm, "%s reaches the network", base)
-		}
-		v.raise(agent.RiskConfirm, "%s is not known to be read-only", printable(name))
-	}
+	v.unlisted(name.s, base, args[1:], words, depth)
 }
 
-func printable(s string) string {
-	if s == dynamic {
-		return "a value computed at run time"
+// systemPath reports a program looked up in PATH or named in the system directories, which
+// the sandbox mounts read-only.
+func systemPath(name string) bool {
+	if !strings.Contains(name, "/") {
+		return true
 	}
-	return s
-}
-
-// splitFlags separates arguments that look like options from the operands, stopping at "--".
-func splitFlags(args []string) (flags, operands []string) {
-	for i, a := range args {
-		if a == "--" {
-			return flags, append(operands, args[i+1:]...)
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			flags = append(flags, a)
-		} else {
-			operands = append(operands, a)
-		}
-	}
-	return flags, operands
-}
-
-// hasFlag reports a short flag (alone or grouped, as in -rf) or a long one.
-func hasFlag(flags []string, short rune, long string) bool {
-	for _, f := range flags {
-		if long != "" && (f == long || strings.HasPrefix(f, long+"=")) {
-			return true
-		}
-		if !strings.HasPrefix(f, "--") && strings.ContainsRune(f[1:], short) {
+	for _, dir := range []string{"/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"} {
+		if strings.HasPrefix(name, dir) && !strings.Contains(name[len(dir):], "/") {
 			return true
 		}
 	}
 	return false
 }
 
-// writes raises a writer command whose paths leave the workspace.
-func (v *verdict) writes(base string, flags, operands []string) {
-	targets := operands
-	switch base {
-	case "cp", "ln", "install", "rsync":
-		// Only the destination changes; reading from elsewhere is fine.
-		if len(operands) > 0 {
-			targets = operands[len(operands)-1:]
-		}
-	case "sed":
-		if !hasFlag(flags, 'i', "--in-place") {
-			return
-		}
-	case "git", "sort", "uniq", "curl", "wget":
-		targets = nil
-	}
-	for _, f := range flags {
-		// Options with attached values, such as --output=/etc/x or -t/dir.
-		if i := strings.IndexByte(f, '='); i >= 0 && outside(f[i+1:]) {
-			v.raise(agent.RiskDangerous, "%s writes to %s, outside the workspace", base, f[i+1:])
-		}
-	}
-	if base == "curl" || base == "wget" || base == "sort" {
-		targets = outputOperands(operands)
-	}
-	for _, t := range targets {
-		if outside(t) {
-			v.raise(agent.RiskDangerous, "%s changes %s, outside the workspace", base, t)
-		}
-	}
-}
-
-// outputOperands is a rough reading of curl -o FILE, wget -O FILE and sort -o FILE: any
-// operand that looks like a path is treated as written.
-func outputOperands(operands []string) []string {
-	var out []string
-	for _, o := range operands {
-		if !strings.Contains(o, "://") {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// unwrap returns the command a wrapper runs, skipping the wrapper's own options.
-func unwrap(base string, args []string) []string {
-	valued := map[string]bool{}
-	switch base {
-	case "env":
-		valued = set("-u", "--unset", "-C", "--chdir", "-S")
-	case "nice":
-		valued = set("-n", "--adjustment")
-	case "timeout":
-		valued = set("-s", "--signal", "-k", "--kill-after")
-	case "stdbuf":
-		valued = set("-i", "-o", "-e")
-	case "xargs":
-		valued = set("-n", "-I", "-i", "-d", "-P", "-L", "-s", "-E", "-a", "--max-args", "--delimiter", "--arg-file")
-	case "ionice":
-		valued = set("-c", "-n", "-p")
-	}
-	i := 0
-	for i < len(args) {
-		a := args[i]
-		switch {
-		case a == "--":
-			i++
-			return tail(base, args[i:])
-		case base == "env" && strings.Contains(a, "=") && !strings.HasPrefix(a, "-"):
-			i++
-		case strings.HasPrefix(a, "-") && a != "-":
-			if valued[a] {
-				i++
-			}
-			i++
-		default:
-			return tail(base, args[i:])
-		}
-	}
-	return nil
-}
-
-func tail(base string, args []string) []string {
-	if base == "timeout" && len(args) > 0 {
-		return args[1:] // the duration
-	}
-	return args
-}
-
-// shell judges sh -c, eval and source: the script they run is assessed in turn when it is
-// written in the line, and needs approval otherwise.
-func (v *verdict) shell(base string, rest []string, words []*syntax.Word, depth int) {
-	for _, w := range words {
-		if fetchesInSubst(w) {
-			v.raise(agent.RiskDangerous, "%s runs code downloaded from the network", base)
-		}
-	}
-	switch base {
-	case "eval":
-		script := strings.Join(rest, " ")
-		if strings.Contains(script, dynamic) {
-			v.raise(agent.RiskConfirm, "eval runs code computed at run time")
-			return
-		}
-		v.line(script, depth+1)
-		return
-	case "source", ".":
-		v.raise(agent.RiskConfirm, "%s runs a script file", base)
-		return
-	}
-	for i, a := range rest {
-		if a == "-c" || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c') {
-			if i+1 >= len(rest) || rest[i+1] == dynamic {
-				v.raise(agent.RiskConfirm, "%s -c runs a script computed at run time", base)
-				return
-			}
-			v.line(rest[i+1], depth+1)
-			return
-		}
-	}
-	v.raise(agent.RiskConfirm, "%s runs a script", base)
-}
-
-// fetchesInSubst reports a command or process substitution inside the word that runs a
-// network fetcher, as in sh -c "$(curl ...)" or bash <(wget ...).
-func fetchesInSubst(w *syntax.Word) bool {
-	found := false
-	syntax.Walk(w, func(n syntax.Node) bool {
-		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-			if s, ok := static(c.Args[0]); ok && fetchers[path.Base(s)] {
-				found = true
-			}
-		}
-		return !found
-	})
-	return found
-}
-
 // pipeline catches downloads piped into an interpreter, as in curl ... | sh.
-func (v *verdict) pipeline(b *syntax.BinaryCmd) {
+// The pipes nested in b are added to inner, so that a long pipeline is judged once.
+func (v *verdict) pipeline(b *syntax.BinaryCmd, inner map[*syntax.BinaryCmd]bool) {
 	var stmts []*syntax.Stmt
 	var flatten func(s *syntax.Stmt)
 	flatten = func(s *syntax.Stmt) {
 		if bc, ok := s.Cmd.(*syntax.BinaryCmd); ok && (bc.Op == syntax.Pipe || bc.Op == syntax.PipeAll) {
+			inner[bc] = true
 			flatten(bc.X)
 			flatten(bc.Y)
 			return
@@ -545,7 +517,7 @@ func (v *verdict) pipeline(b *syntax.BinaryCmd) {
 		}
 		syntax.Walk(s, func(n syntax.Node) bool {
 			if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-				if name, ok := static(c.Args[0]); ok && fetchers[path.Base(name)] {
+				if a := wordArg(c.Args[0]); !a.dyn && fetchers[path.Base(a.s)] {
 					fetched = true
 				}
 			}
@@ -558,11 +530,12 @@ func runsInterpreter(s *syntax.Stmt) bool {
 	found := false
 	syntax.Walk(s, func(n syntax.Node) bool {
 		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-			name, ok := static(c.Args[0])
-			if !ok {
+			a := wordArg(c.Args[0])
+			if a.dyn {
 				found = true // an unknown program reading a download is no better
+				return false
 			}
-			base := path.Base(name)
+			base := path.Base(a.s)
 			if wrappers[base] {
 				return true
 			}
@@ -573,47 +546,4 @@ func runsInterpreter(s *syntax.Stmt) bool {
 		return !found
 	})
 	return found
-}
-
-func (v *verdict) git(args []string) {
-	_, operands := splitFlags(args)
-	sub := ""
-	if len(operands) > 0 {
-		sub = operands[0]
-	}
-	switch {
-	case sub == "push" && (hasFlag(args, 'f', "--force") || hasFlag(args, 0, "--force-with-lease") || hasFlag(args, 0, "--mirror")):
-		v.raise(agent.RiskDangerous, "git push --force rewrites remote history")
-	case sub == "reset" && hasFlag(args, 0, "--hard"):
-		v.raise(agent.RiskDangerous, "git reset --hard throws away changes")
-	case sub == "clean" && hasFlag(args, 'f', "--force"):
-		v.raise(agent.RiskDangerous, "git clean -f deletes untracked files")
-	case gitReadOnly[sub]:
-	default:
-		v.raise(agent.RiskConfirm, "git %s may change the repository or reach the network", sub)
-	}
-}
-
-// find is read-only unless it deletes, writes files or runs commands; the commands it runs
-// with -exec are judged like any other.
-func (v *verdict) find(args []string, depth int) {
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "-delete":
-			v.raise(agent.RiskConfirm, "find -delete deletes files")
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			v.raise(agent.RiskConfirm, "find %s writes a file", args[i])
-			if i+1 < len(args) && outside(args[i+1]) {
-				v.raise(agent.RiskDangerous, "find writes %s, outside the workspace", args[i+1])
-			}
-		case "-exec", "-execdir", "-ok", "-okdir":
-			v.raise(agent.RiskConfirm, "find %s runs a command", args[i])
-			j := i + 1
-			for j < len(args) && args[j] != ";" && args[j] != "+" {
-				j++
-			}
-			v.argv(args[i+1:j], nil, depth)
-			i = j
-		}
-	}
 }
