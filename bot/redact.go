@@ -3,6 +3,8 @@ package bot
 import (
 	"slices"
 	"strings"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
 )
 
 // redacted replaces every secret the Redactor finds.
@@ -23,10 +25,11 @@ const maxPasses = 4
 // emphasis markers left out, so a token split by them is still found. It is safe for
 // concurrent use.
 type Redactor struct {
-	rules []rule
+	rules []*rule
 	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
 	keywords []string
 	ruleKeys [][]int
+	trie     *ahocorasick.Trie
 	// values are the configured secrets and their encoded forms, longest first, so a value
 	// that contains another is removed whole.
 	values []string
@@ -55,6 +58,7 @@ func NewRedactor(values []string) *Redactor {
 		}
 		r.ruleKeys = append(r.ruleKeys, ks)
 	}
+	r.trie = ahocorasick.NewTrieBuilder().AddStrings(r.keywords).Build()
 	var vs []string
 	for _, v := range values {
 		if v = strings.TrimSpace(v); len(v) < minSecretLen || strings.Contains(redacted, v) {
@@ -87,7 +91,7 @@ func (r *Redactor) Redact(s string) string {
 // redactOnce replaces the secrets found in s and in its views.
 func (r *Redactor) redactOnce(s string) string {
 	var spans []span
-	for _, v := range append([]view{{text: s}}, views(s)...) {
+	for _, v := range append([]view{{text: validUTF8(s)}}, views(s)...) {
 		for _, sp := range r.find(v.text) {
 			spans = append(spans, v.toOriginal(sp))
 		}
@@ -126,21 +130,21 @@ func (r *Redactor) find(text string) []span {
 			i += j + len(v)
 		}
 	}
-	lower := strings.ToLower(text)
+	// One Aho-Corasick pass finds which keywords occur, as gitleaks's own prefilter does.
 	present := make([]bool, len(r.keywords))
-	for i, k := range r.keywords {
-		present[i] = strings.Contains(lower, k)
-	}
-	for i := range r.rules {
-		if !r.gate(i, present) {
-			continue
+	r.trie.Walk(asciiLower(text), func(_, _, k int64) bool {
+		present[k] = true
+		return true
+	})
+	for i, ru := range r.rules {
+		if r.gate(i, present) {
+			spans = ru.find(spans, text)
 		}
-		spans = r.rules[i].find(spans, text)
 	}
 	return spans
 }
 
-// gate reports whether rule i may match text holding the present keywords.
+// gate reports whether rule i may match a text holding the present keywords.
 func (r *Redactor) gate(i int, present []bool) bool {
 	if len(r.ruleKeys[i]) == 0 {
 		return true
@@ -151,6 +155,17 @@ func (r *Redactor) gate(i int, present []bool) bool {
 		}
 	}
 	return false
+}
+
+// asciiLower returns s with ASCII letters in lower case, the case of every keyword.
+func asciiLower(s string) []byte {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return b
 }
 
 // message returns a copy of m with every text a person reads redacted. Button IDs are

@@ -45,7 +45,7 @@ func TestRedact(t *testing.T) {
 		{"aws secret in the environment", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[redacted]"},
 		{"secret-named variables", "DB_PASSWORD=hunter2hunter2\nexport STRIPE_API_KEY=\"rk_live_51Habc0123\"", "DB_PASSWORD=[redacted]\nexport STRIPE_API_KEY=\"[redacted]\""},
 		{"password in a URL", "DATABASE_URL=postgres://app:s3cr3t-pw@db.internal:5432/app", "DATABASE_URL=postgres://app:[redacted]@db.internal:5432/app"},
-		{"discord bot token", "MTA4NjM0NTY3ODkwMTIzNDU2Nw.GabcDE.abcdefghijklmnopqrstuvwxyz012345", "[redacted]"},
+		{"discord bot token", "discord: MTA4NjM0NTY3ODkwMTIzNDU2Nw.GabcDE.abcdefghijklmnopqrstuvwxyz012345", "discord: [redacted]"},
 		{"bearer", "Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [redacted]"},
 		{"jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "[redacted]"},
 		{"private key", "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----\ny", "x\n[redacted]\ny"},
@@ -78,7 +78,8 @@ func TestRedact(t *testing.T) {
 		{"tail after emphasis", "key sk-proj-AbCdEfGhIjKlMnOp*QrStUvWx0123* end", "key [redacted]* end"},
 		{"token inside strike and code", "~" + githubToken[:20] + "~`" + githubToken[20:] + "`", "~[redacted]`"},
 		{"configured value split by emphasis", "pw: hunter2-*correct*-horse", "pw: [redacted]"},
-		{"token split by italics", "AIzaSyD3kF9x0Qm2Lp_7vT1nB8cR4eW6yU5iO0aZ_", "[redacted]_"},
+		{"token split by an underline", "AIzaSyD3kF9x0Qm2Lp__7vT1nB8cR4eW6yU5iO0aZ__ ok", "[redacted]__ ok"},
+		{"token split by a spoiler", "||ghp_R7kQ2mN9pL4vT8||wZ3yBx5cV1dF6gH0jK2lM4", "||[redacted]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestSecretClassesAreNeverPosted(t *testing.T) {
 	}, "\n")
 	// The answer hides some of them from patterns: zero-width characters and emphasis.
 	answer := "Found: *" + googleKey[:12] + "*" + googleKey[12:] + " and " + gitlabToken[:10] + "\u200b" + gitlabToken[10:] +
-		" and " + configuredSecret[:7] + "_" + configuredSecret[7:] + "_ and " + hfToken + "."
+		" and " + configuredSecret[:7] + "__" + configuredSecret[7:] + "__ and " + hfToken + "."
 	bubble(t, func(t *testing.T) {
 		env := &tool{name: "env", risk: agent.RiskSafe, out: dump}
 		h := newHarness(t, bot.Config{Redact: []string{configuredSecret}}, env)

@@ -45,50 +45,67 @@ func invisible(c rune) bool {
 	return false
 }
 
-// emphasis are the characters Slack's mrkdwn, Discord's and common Markdown use to mark up
-// text (bold, strike, code, spoiler). Written inside a token they vanish when rendered and
-// join its parts again. The underscore is left to underscoreView, since it is part of many
-// tokens.
-const emphasis = "*~`|"
-
-// views returns the views worth scanning besides the original: without invisible characters
-// and emphasis markers, and without underscores as well. A view that would equal another is
-// left out.
-func views(s string) []view {
-	hasMark, hasUnder := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= utf8.RuneSelf, c < ' ' && c != '\n' && c != '\t' && c != '\r', c == 0x7f, strings.IndexByte(emphasis, c) >= 0:
-			hasMark = true
-		case c == '_':
-			hasUnder = true
-		}
+// validUTF8 returns s with every byte that is not UTF-8 replaced by one SUB control
+// character, so offsets stay the same: RE2 stops reading at invalid UTF-8, and a secret
+// after such a byte would go unseen.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
 	}
-	var out []view
-	if hasMark {
-		if v, ok := strip(s, false); ok {
-			out = append(out, v)
+	b := []byte(s)
+	for i := 0; i < len(b); {
+		c, n := utf8.DecodeRune(b[i:])
+		if c == utf8.RuneError && n == 1 {
+			b[i] = 0x1a
 		}
+		i += n
 	}
-	if hasUnder {
-		if v, ok := strip(s, true); ok {
-			out = append(out, v)
-		}
-	}
-	return out
+	return string(b)
 }
 
-// strip returns s without invisible characters and emphasis markers, and without
-// underscores when under is set; ok is false when nothing was left out.
-func strip(s string, under bool) (v view, ok bool) {
+// emphasis are the characters Slack's mrkdwn, Discord's and common Markdown use to mark up
+// text (bold, strike, code, spoiler), besides Discord's "__" underline. Written inside a
+// token they vanish when rendered and join its parts again. A single underscore is part of
+// many tokens and identifiers, and no renderer makes emphasis of one inside a word, so it
+// stays.
+const emphasis = "*~`|"
+
+// views returns the views worth scanning besides the original: the text without invisible
+// characters, bytes that are not UTF-8 and emphasis markers, when it has any.
+func views(s string) []view {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf || c < ' ' && c != '\n' && c != '\t' && c != '\r' || c == 0x7f ||
+			strings.IndexByte(emphasis, c) >= 0 || c == '_' && i+1 < len(s) && s[i+1] == '_' {
+			return []view{strip(s)}
+		}
+	}
+	return nil
+}
+
+// strip returns s without invisible characters, bytes that are not UTF-8, emphasis markers
+// and double underscores.
+func strip(s string) view {
 	var b strings.Builder
 	b.Grow(len(s))
 	orig := make([]int32, 0, len(s))
 	for i := 0; i < len(s); {
-		c, n := utf8.DecodeRuneInString(s[i:])
-		if invisible(c) || (c < utf8.RuneSelf && strings.IndexByte(emphasis, byte(c)) >= 0) || (under && c == '_') {
-			ok = true
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '_' && i+1 < len(s) && s[i+1] == '_':
+				i += 2
+			case strings.IndexByte(emphasis, c) >= 0, c < ' ' && c != '\n' && c != '\t' && c != '\r', c == 0x7f:
+				i++
+			default:
+				b.WriteByte(c)
+				orig = append(orig, int32(i))
+				i++
+			}
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || invisible(r) {
 			i += n
 			continue
 		}
@@ -98,5 +115,5 @@ func strip(s string, under bool) (v view, ok bool) {
 		}
 		i += n
 	}
-	return view{text: b.String(), orig: orig}, ok
+	return view{text: b.String(), orig: orig}
 }
