@@ -47,7 +47,7 @@ func (m *Main) runs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read run: %w", err)
 		}
-		return writeTranscript(m.Stdout, rec, audit)
+		return writeTranscript(m.Stdout, rec, audit, m.redactor())
 	}
 	var runs []*bot.RunRecord
 	if err := db.View(ctx, func(tx bot.Tx) error {
@@ -57,7 +57,7 @@ func (m *Main) runs(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
-	return writeRuns(m.Stdout, runs)
+	return writeRuns(m.Stdout, runs, m.redactor())
 }
 
 // check validates the configuration (ParseFlags already did), lists the tools the model will
