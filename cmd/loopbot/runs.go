@@ -55,10 +55,13 @@ func writeRuns(w io.Writer, runs []*bot.RunRecord, red *bot.Redactor) error {
 		}
 		goal := ""
 		if r.State != nil {
-			goal = oneLine(red.Redact(r.State.Goal), 60)
+			goal = oneLine(terminalText(red.Redact(r.State.Goal)), 60)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t$%.4f\t%s\t%s\t%s\n", r.ID, r.Status, steps, tokens, cost,
-			r.CreatedAt.UTC().Format(time.DateTime), r.Thread.Platform+":"+r.Thread.Channel+"/"+r.Thread.Thread, goal)
+		// Fields are made safe before the columns are measured, or a stripped escape
+		// sequence would leave a column short.
+		thread := terminalText(r.Thread.Platform + ":" + r.Thread.Channel + "/" + r.Thread.Thread)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t$%.4f\t%s\t%s\t%s\n", terminalText(r.ID), r.Status, steps, tokens, cost,
+			r.CreatedAt.UTC().Format(time.DateTime), thread, goal)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
