@@ -91,7 +91,7 @@ func (r *Redactor) Redact(s string) string {
 // redactOnce replaces the secrets found in s and in its views.
 func (r *Redactor) redactOnce(s string) string {
 	var spans []span
-	for _, v := range append([]view{{text: validUTF8(s)}}, views(s)...) {
+	for _, v := range append([]view{{text: s}}, views(s)...) {
 		for _, sp := range r.find(v.text) {
 			spans = append(spans, v.toOriginal(sp))
 		}

@@ -58,6 +58,10 @@ func TestRedact(t *testing.T) {
 		{"ordinary prose about secrets", "Rotate the API key and the password, then restart the bypass service.",
 			"Rotate the API key and the password, then restart the bypass service."},
 
+		{"an allowlisted value", `{"api_client_class": "ProductionRequestHandlerFactory"}`, `{"api_client_class": "ProductionRequestHandlerFactory"}`},
+		{"a value of low entropy", `{"api_version_string": "2024.01.01.1000"}`, `{"api_version_string": "2024.01.01.1000"}`},
+		{"a value of low entropy after a name", `api_ref = "ababababab12"`, `api_ref = "ababababab12"`},
+
 		// The classes of issue 15, finding 4.
 		{"pgp private key block", "key:\n" + pgpKey + "\nend", "key:\n[redacted]\nend"},
 		{"cut pgp private key block", "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGVxk3sBCADJ7l0zq8m3", "[redacted]"},
@@ -74,6 +78,7 @@ func TestRedact(t *testing.T) {
 		{"slack webhook", "post to " + slackWebhook + " daily", "post to [redacted] daily"},
 		{"token split by a zero-width space", "ghp_R7kQ2mN9pL4vT8\u200bwZ3yBx5cV1dF6gH0jK2lM4 ok", "[redacted] ok"},
 		{"configured value split by a zero-width joiner", "hunter2-corr\u200dect-horse", "[redacted]"},
+		{"token split by a byte that is not UTF-8", "ghp_R7kQ2mN9pL4vT8\xffwZ3yBx5cV1dF6gH0jK2lM4 ok", "[redacted] ok"},
 		{"token split by a soft hyphen and a BOM", "glpat-xR7kQ2\u00admN9pL4\ufeffvT8wZ3yB", "[redacted]"},
 		{"tail after emphasis", "key sk-proj-AbCdEfGhIjKlMnOp*QrStUvWx0123* end", "key [redacted]* end"},
 		{"token inside strike and code", "~" + githubToken[:20] + "~`" + githubToken[20:] + "`", "~[redacted]`"},

@@ -45,24 +45,6 @@ func invisible(c rune) bool {
 	return false
 }
 
-// validUTF8 returns s with every byte that is not UTF-8 replaced by one SUB control
-// character, so offsets stay the same: RE2 stops reading at invalid UTF-8, and a secret
-// after such a byte would go unseen.
-func validUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	b := []byte(s)
-	for i := 0; i < len(b); {
-		c, n := utf8.DecodeRune(b[i:])
-		if c == utf8.RuneError && n == 1 {
-			b[i] = 0x1a
-		}
-		i += n
-	}
-	return string(b)
-}
-
 // emphasis are the characters Slack's mrkdwn, Discord's and common Markdown use to mark up
 // text (bold, strike, code, spoiler), besides Discord's "__" underline. Written inside a
 // token they vanish when rendered and join its parts again. A single underscore is part of

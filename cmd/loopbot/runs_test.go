@@ -54,7 +54,7 @@ func TestWriteTranscript(t *testing.T) {
 // newline and tab may reach the terminal.
 func TestRunsShowIsSafe(t *testing.T) {
 	const (
-		apiKey    = "sk-configured-Zq8xW2vN5mK7pL3r"
+		apiKey    = "Zq8xW2vN5mK7pL3rT9bY"
 		ghToken   = "ghp_R7kQ2mN9pL4vT8wZ3yBx5cV1dF6gH0jK2lM4"
 		urlPass   = "s3cr3t-pw"
 		title     = "\x1b]0;pwned\x07"
