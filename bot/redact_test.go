@@ -51,6 +51,7 @@ func TestRedact(t *testing.T) {
 		{"private key", "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----\ny", "x\n[redacted]\ny"},
 		{"cut private key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA", "[redacted]"},
 		{"configured value", "the password is " + configuredSecret + ".", "the password is [redacted]."},
+		{"a secret that redacting another reveals", configuredSecret + "AKIAIOSFODNN7EXAMPLE", "[redacted][redacted]"},
 		{"short configured values are ignored", "abc and spaces", "abc and spaces"},
 		{"ordinary text", "sk-short, task-1234, xoxb- and a skeleton key", "sk-short, task-1234, xoxb- and a skeleton key"},
 		{"ordinary settings and addresses", "MAX_TOKENS=4096, TOKEN_LIMIT=short, http://localhost:8080/a@b, me@example.com",
@@ -88,8 +89,12 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := r.Redact(tt.in); got != tt.want {
+			got := r.Redact(tt.in)
+			if got != tt.want {
 				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if again := r.Redact(got); again != got {
+				t.Errorf("Redact is not stable: %q then %q", got, again)
 			}
 		})
 	}
