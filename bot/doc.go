@@ -63,6 +63,12 @@
 // once. A card's first post stores its MessageRef, and later states edit it in place.
 // Everything posted goes through the Redactor first.
 //
+// The Redactor (redact.go) finds secrets with gitleaks's default rules and a few local ones
+// (redact_rules.go), run on RE2 and gated by keywords; matches configured values as written
+// and encoded (redact_encoded.go); and scans a view of the text without invisible
+// characters and emphasis markers (redact_view.go), mapping what it finds there back to the
+// original, so a token split by them is replaced whole.
+//
 // The package defines the interfaces it consumes (Platform, Store) and holds no third-party
 // chat, storage or model types. Package store implements Store on bbolt; cmd/loopbot wires
 // everything together.

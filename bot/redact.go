@@ -1,9 +1,10 @@
 package bot
 
 import (
-	"regexp"
 	"slices"
 	"strings"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
 )
 
 // redacted replaces every secret the Redactor finds.
@@ -13,74 +14,158 @@ const redacted = "[redacted]"
 // out ordinary words and numbers everywhere, and is not a credential anyway.
 const minSecretLen = 4
 
-// secretPatterns are the shapes of well-known credentials. Where a pattern has a group, the
-// group is a label that stays ("Bearer [redacted]"), and a second group is what follows the
-// secret and stays too; otherwise the whole match goes.
-var secretPatterns = []*regexp.Regexp{
-	// Private key blocks, also one cut off before its END line.
-	regexp.MustCompile(`(?s)-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\z)`),
-	// Slack bot, user and app-level tokens.
-	regexp.MustCompile(`xox[abposre]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`xapp-[0-9]+-[A-Za-z0-9-]{10,}`),
-	// OpenAI and other "sk-" API keys, project and service-account keys included.
-	regexp.MustCompile(`sk-[A-Za-z0-9_-]{20,}`),
-	// GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
-	regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{30,}`),
-	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{22,}`),
-	// AWS access key IDs.
-	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
-	// AWS secret access keys after their name, as ~/.aws/credentials writes it.
-	regexp.MustCompile(`(?i)(aws_secret_access_key["']?\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}`),
-	// Values of environment variables named as secrets, as .env files and env print them:
-	// DB_PASSWORD=..., AWS_SECRET_ACCESS_KEY=..., STRIPE_API_KEY=....
-	regexp.MustCompile(`\b((?:[A-Z0-9]+_)*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)(?:_[A-Z0-9]+)*["']?\s*[=:]\s*["']?)[^\s"']{8,}`),
-	// Passwords in URLs: scheme://user:password@host.
-	regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)`),
-	// JSON web tokens.
-	regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
-	// Discord bot tokens: base64 user ID, timestamp and HMAC, dot-separated.
-	regexp.MustCompile(`\b[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}\b`),
-	// Bearer tokens in headers or logs.
-	regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}`),
-}
+// maxPasses bounds how often Redact scans its own output: replacing one secret can, rarely,
+// complete the shape of another (a name and a value brought together), and a second pass
+// finds it.
+const maxPasses = 4
 
-// Redactor removes secrets from text before it is posted: well-known token formats and the
-// configured values. It is safe for concurrent use.
+// Redactor removes secrets from text before it is posted or shown: every credential format
+// of gitleaks's maintained rule set and of localRules, and the configured values in plain
+// and encoded forms. Text is also looked at with invisible characters and Markdown
+// emphasis markers left out, so a token split by them is still found. It is safe for
+// concurrent use.
 type Redactor struct {
+	rules []*rule
+	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
+	keywords []string
+	ruleKeys [][]int
+	trie     *ahocorasick.Trie
+	// values are the configured secrets and their encoded forms, longest first, so a value
+	// that contains another is removed whole.
 	values []string
 }
 
-// NewRedactor returns a Redactor for the built-in token patterns plus values. Values shorter
-// than four characters are ignored.
+// NewRedactor returns a Redactor for the built-in rules plus values. Values shorter than
+// four characters, and values "[redacted]" itself contains, are ignored.
 func NewRedactor(values []string) *Redactor {
+	rs, err := rules()
+	if err != nil {
+		// The rules are compiled into the binary: a failure is a bug that every test shows.
+		panic(err)
+	}
+	r := &Redactor{rules: rs}
+	index := map[string]int{}
+	for _, ru := range rs {
+		var ks []int
+		for _, k := range ru.keywords {
+			i, ok := index[k]
+			if !ok {
+				i = len(r.keywords)
+				index[k] = i
+				r.keywords = append(r.keywords, k)
+			}
+			ks = append(ks, i)
+		}
+		r.ruleKeys = append(r.ruleKeys, ks)
+	}
+	r.trie = ahocorasick.NewTrieBuilder().AddStrings(r.keywords).Build()
 	var vs []string
 	for _, v := range values {
-		if v = strings.TrimSpace(v); len(v) >= minSecretLen {
-			vs = append(vs, v)
+		if v = strings.TrimSpace(v); len(v) < minSecretLen || strings.Contains(redacted, v) {
+			continue
+		}
+		vs = append(vs, v)
+		for _, f := range encodedForms(v) {
+			if !strings.Contains(redacted, f) {
+				vs = append(vs, f)
+			}
 		}
 	}
-	// Longest first, so a value that contains another is removed whole.
 	slices.SortFunc(vs, func(a, b string) int { return len(b) - len(a) })
-	return &Redactor{values: slices.Compact(vs)}
+	r.values = slices.Compact(vs)
+	return r
 }
 
 // Redact returns s with every secret replaced by "[redacted]".
 func (r *Redactor) Redact(s string) string {
-	// Configured values go first: a pattern matching part of one would leave the rest.
-	for _, v := range r.values {
-		s = strings.ReplaceAll(s, v, redacted)
-	}
-	for _, re := range secretPatterns {
-		switch re.NumSubexp() {
-		case 0:
-			s = re.ReplaceAllLiteralString(s, redacted)
-		case 1:
-			s = re.ReplaceAllString(s, "${1}"+redacted)
-		default:
-			s = re.ReplaceAllString(s, "${1}"+redacted+"${2}")
+	for range maxPasses {
+		out := r.redactOnce(s)
+		if out == s {
+			break
 		}
+		s = out
 	}
 	return s
+}
+
+// redactOnce replaces the secrets found in s and in its views.
+func (r *Redactor) redactOnce(s string) string {
+	var spans []span
+	for _, v := range append([]view{{text: s}}, views(s)...) {
+		for _, sp := range r.find(v.text) {
+			spans = append(spans, v.toOriginal(sp))
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var b strings.Builder
+	b.Grow(len(s))
+	at := 0
+	for i := 0; i < len(spans); {
+		cur := spans[i]
+		// Overlapping and touching secrets are one.
+		for i++; i < len(spans) && spans[i].start <= cur.end; i++ {
+			cur.end = max(cur.end, spans[i].end)
+		}
+		b.WriteString(s[at:cur.start])
+		b.WriteString(redacted)
+		at = cur.end
+	}
+	b.WriteString(s[at:])
+	return b.String()
+}
+
+// find returns the ranges of text that hold secrets.
+func (r *Redactor) find(text string) []span {
+	var spans []span
+	for _, v := range r.values {
+		for i := 0; ; {
+			j := strings.Index(text[i:], v)
+			if j < 0 {
+				break
+			}
+			spans = append(spans, span{i + j, i + j + len(v)})
+			i += j + len(v)
+		}
+	}
+	// One Aho-Corasick pass finds which keywords occur, as gitleaks's own prefilter does.
+	present := make([]bool, len(r.keywords))
+	r.trie.Walk(asciiLower(text), func(_, _, k int64) bool {
+		present[k] = true
+		return true
+	})
+	for i, ru := range r.rules {
+		if r.gate(i, present) {
+			spans = ru.find(spans, text)
+		}
+	}
+	return spans
+}
+
+// gate reports whether rule i may match a text holding the present keywords.
+func (r *Redactor) gate(i int, present []bool) bool {
+	if len(r.ruleKeys[i]) == 0 {
+		return true
+	}
+	for _, k := range r.ruleKeys[i] {
+		if present[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiLower returns s with ASCII letters in lower case, the case of every keyword.
+func asciiLower(s string) []byte {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return b
 }
 
 // message returns a copy of m with every text a person reads redacted. Button IDs are

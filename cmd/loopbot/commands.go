@@ -32,13 +32,13 @@ func (m *Main) runs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read run: %w", err)
 		}
-		return writeTranscript(m.Stdout, rec, audit)
+		return writeTranscript(m.Stdout, rec, audit, m.redactor())
 	}
 	runs, err := src.runs(ctx)
 	if err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
-	return writeRuns(m.Stdout, runs)
+	return writeRuns(m.Stdout, runs, m.redactor())
 }
 
 // check validates the configuration (ParseFlags already did), lists the tools the model will

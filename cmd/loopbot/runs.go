@@ -3,17 +3,50 @@ package main
 import (
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
-// writeRuns prints one line per run, newest last.
-func writeRuns(w io.Writer, runs []*bot.RunRecord) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+// redactor returns the Redactor of what the bot posts: run records hold what the model and
+// the tools saw, secrets included, and a terminal is one more place they must not reach.
+func (m *Main) redactor() *bot.Redactor {
+	return bot.NewRedactor(append(slices.Clone(m.Config.Bot.Redact), secretValues(m.Config)...))
+}
+
+// escapeSeq matches terminal escape sequences: CSI (cursor moves, screen clears, colours),
+// OSC (window titles, hyperlinks, clipboard writes) and the other string and two-character
+// forms, in their 7-bit and 8-bit spellings.
+var escapeSeq = regexp.MustCompile(`\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?|[PX^_][^\x1b\x{9c}]*(?:\x1b\\|\x{9c})?|[ -/]*[0-~]?)|\x{9b}[0-?]*[ -/]*[@-~]?|[\x{9d}\x{90}\x{98}\x{9e}\x{9f}][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?`)
+
+// terminalText makes stored text safe to print: a transcript holds what tools and people
+// wrote, and an escape sequence in it would retitle the window, clear the screen or hide
+// lines. Escape sequences go whole, then every control character but newline and tab, and
+// the bidirectional overrides that reorder what a line shows; bytes that are not UTF-8
+// become U+FFFD, since a terminal may read a lone 0x9b as an escape.
+func terminalText(s string) string {
+	s = escapeSeq.ReplaceAllString(strings.ToValidUTF8(s, "\uFFFD"), "")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// writeRuns prints one line per run, newest last, secrets redacted.
+func writeRuns(w io.Writer, runs []*bot.RunRecord, red *bot.Redactor) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSTEPS\tTOKENS\tCOST\tCREATED\tTHREAD\tGOAL")
 	for _, r := range runs {
 		steps, tokens, cost := 0, 0, 0.0
@@ -22,21 +55,32 @@ func writeRuns(w io.Writer, runs []*bot.RunRecord) error {
 		}
 		goal := ""
 		if r.State != nil {
-			goal = oneLine(r.State.Goal, 60)
+			goal = oneLine(terminalText(red.Redact(r.State.Goal)), 60)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t$%.4f\t%s\t%s\t%s\n", r.ID, r.Status, steps, tokens, cost,
-			r.CreatedAt.UTC().Format(time.DateTime), r.Thread.Platform+":"+r.Thread.Channel+"/"+r.Thread.Thread, goal)
+		// Fields are made safe before the columns are measured, or a stripped escape
+		// sequence would leave a column short.
+		thread := terminalText(r.Thread.Platform + ":" + r.Thread.Channel + "/" + r.Thread.Thread)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t$%.4f\t%s\t%s\t%s\n", terminalText(r.ID), r.Status, steps, tokens, cost,
+			r.CreatedAt.UTC().Format(time.DateTime), thread, goal)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, terminalText(red.Redact(b.String())))
+	return err
 }
 
 // writeTranscript prints what happened in a run: the goal, each step's tool calls with their
-// risk, approvals and outcomes, the decisions of the audit log, usage and the ending.
-func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry) error {
+// risk, approvals and outcomes, the decisions of the audit log, usage and the ending. Secrets
+// are redacted as in a post, and control characters removed.
+func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red *bot.Redactor) error {
 	st := r.State
 	if st == nil {
 		return fmt.Errorf("run %s has no state", r.ID)
 	}
+	// Fields cut short are redacted before the cut, which could leave a secret's head
+	// that no longer looks like one; the whole is redacted again at the end.
+	clip := func(s string, n int) string { return oneLine(red.Redact(s), n) }
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "Run %s  (%s)\n", r.ID, st.Status)
 	fmt.Fprintf(b, "Thread:    %s %s/%s\n", r.Thread.Platform, r.Thread.Channel, r.Thread.Thread)
@@ -57,7 +101,7 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry) erro
 			step = c.Step
 			fmt.Fprintf(b, "\nStep %d\n", step)
 		}
-		fmt.Fprintf(b, "  %s(%s)\n", c.Name, oneLine(c.Arguments, 200))
+		fmt.Fprintf(b, "  %s(%s)\n", c.Name, clip(c.Arguments, 200))
 		risk := ""
 		if c.Risk != 0 {
 			risk = c.Risk.String()
@@ -82,10 +126,10 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry) erro
 			b.WriteString("\n")
 		}
 		if c.Error != "" {
-			fmt.Fprintf(b, "    error: %s\n", oneLine(c.Error, 300))
+			fmt.Fprintf(b, "    error: %s\n", clip(c.Error, 300))
 		}
 		if c.Output != "" {
-			fmt.Fprintf(b, "    output: %s\n", oneLine(c.Output, 300))
+			fmt.Fprintf(b, "    output: %s\n", clip(c.Output, 300))
 		}
 	}
 	if len(audit) > 0 {
@@ -113,7 +157,7 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry) erro
 	if st.Answer != "" {
 		fmt.Fprintf(b, "\nAnswer:\n%s\n", st.Answer)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, terminalText(red.Redact(b.String())))
 	return err
 }
 
