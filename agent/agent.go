@@ -34,6 +34,7 @@ type Agent struct {
 	now        func() time.Time
 	log        *slog.Logger
 	abandoned  abandoned
+	secrets    SecretScan
 }
 
 type registered struct {
@@ -362,7 +363,11 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	if as.Risk < RiskSafe || as.Risk > RiskDangerous {
 		as.Risk = RiskConfirm
 	}
-	rec.Risk, rec.RiskReason = as.Risk, as.Reason
+	as, refuse := r.guardFlow(tc, as)
+	if refuse != "" {
+		return invalid("%s", refuse)
+	}
+	rec.Risk, rec.RiskReason, rec.Reads = as.Risk, as.Reason, as.Reads
 	switch {
 	case tc.Name == askUserName:
 		rec.Status = CallAwaitingInput
@@ -529,6 +534,7 @@ func (r *runner) runBatch(ctx, wctx context.Context, idx []int) error {
 		} else {
 			c.Status, c.Output = CallSucceeded, results[k].out
 		}
+		r.exposeBy(c)
 		r.emit(Event{Kind: EventToolFinished, Call: copyCall(c)})
 	}
 	if !durable {

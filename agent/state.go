@@ -125,6 +125,8 @@ type CallRecord struct {
 	FinishedAt time.Time  `json:"finished_at,omitzero"`
 	// Reported is set once the outcome went into Messages as a tool message.
 	Reported bool `json:"reported,omitempty"`
+	// Reads is the outside source the call brings in (Assessment.Reads).
+	Reads string `json:"reads,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.
@@ -201,6 +203,9 @@ type State struct {
 	FinalAsked     bool `json:"final_asked,omitempty"`
 	LastSanityStep int  `json:"last_sanity_step,omitempty"`
 
+	// Exposed names the first outside source the run has read (dataflow.go); empty while the
+	// run has read none.
+	Exposed string `json:"exposed,omitempty"`
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`

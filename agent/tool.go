@@ -66,6 +66,16 @@ func (r *Risk) UnmarshalText(b []byte) error {
 type Assessment struct {
 	Risk   Risk
 	Reason string
+	// Reads names the outside source a call brings into the run (a URL, an MCP server that
+	// is not trusted). Once such a call has run, the run is exposed (dataflow.go).
+	Reads string
+	// Sends names where a call can carry data out of the run (a host, "the network", an MCP
+	// server); empty when it cannot.
+	Sends string
+	// Carries is set when the call carries data of the model's choosing to Sends (a query
+	// string, headers, a body, a command with network access), not only a request for a
+	// named address.
+	Carries bool
 }
 
 // ToolInfo describes a tool to the loop: the spec the model sees and how the loop may run it.

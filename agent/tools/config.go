@@ -131,6 +131,12 @@ type MCPServerConfig struct {
 	Deny  []string `toml:"deny"`
 	// Timeout bounds one tool call (default 2m).
 	Timeout agent.Duration `toml:"timeout"`
+	// Trusted marks a server whose results are not outside content (one of your own that
+	// reads nothing from outside): calling it does not expose the run to the data-flow guard.
+	Trusted bool `toml:"trusted"`
+	// ReadOnlyTools names the server's tools (as the server names them) that send nothing
+	// anywhere; calls of the others need approval in an exposed run.
+	ReadOnlyTools []string `toml:"read_only_tools"`
 }
 
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)

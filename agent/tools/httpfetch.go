@@ -149,10 +149,20 @@ func (t *HTTPFetch) assess(raw json.RawMessage) agent.Assessment {
 		return agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}
 	}
 	m := args.method()
-	if m == http.MethodGet || m == http.MethodHead {
-		return agent.Assessment{Risk: agent.RiskSafe, Reason: m + " " + args.URL}
+	as := agent.Assessment{Risk: agent.RiskSafe, Reason: m + " " + args.URL}
+	if m != http.MethodGet && m != http.MethodHead {
+		as = agent.Assessment{Risk: agent.RiskConfirm, Reason: m + " " + args.URL + " may change data on the server"}
 	}
-	return agent.Assessment{Risk: agent.RiskConfirm, Reason: m + " " + args.URL + " may change data on the server"}
+	// For the data-flow guard: what a fetch reads and where it could send data. A query
+	// string, headers or a body carry what the model put there; a bare GET of a named
+	// address carries only the address.
+	if u, err := url.Parse(args.URL); err == nil && u.Hostname() != "" {
+		as.Reads = u.Scheme + "://" + u.Host + u.Path
+		as.Sends = u.Hostname()
+		as.Carries = u.RawQuery != "" || len(args.Headers) > 0 || args.Body != "" ||
+			(m != http.MethodGet && m != http.MethodHead) || u.User != nil
+	}
+	return as
 }
 
 // Call fetches the URL.

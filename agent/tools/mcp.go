@@ -413,7 +413,17 @@ func (t *MCPTool) Info() agent.ToolInfo {
 
 // Assess gives every call the level configured for the tool, or for its server, or confirm.
 func (t *MCPTool) Assess(json.RawMessage) agent.Assessment {
-	return agent.Assessment{Risk: t.risk, Reason: fmt.Sprintf("calls %s on MCP server %s", t.remote, t.srv.cfg.Name)}
+	cfg := t.srv.cfg
+	as := agent.Assessment{Risk: t.risk, Reason: fmt.Sprintf("calls %s on MCP server %s", t.remote, cfg.Name)}
+	// For the data-flow guard: a server not marked trusted may pass on anything it read, and
+	// a tool not marked read-only may send its arguments anywhere.
+	if !cfg.Trusted {
+		as.Reads = "MCP server " + cfg.Name
+	}
+	if !slices.Contains(cfg.ReadOnlyTools, t.remote) {
+		as.Sends, as.Carries = "MCP server "+cfg.Name, true
+	}
+	return as
 }
 
 // Call calls the tool on its server. What the server returns is marked as untrusted

@@ -81,7 +81,12 @@ func (t *Shell) assess(raw json.RawMessage) agent.Assessment {
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return agent.Assessment{Risk: agent.RiskConfirm, Reason: "arguments could not be read"}
 	}
-	return AssessCommand(args.Command, t.cfg.SafeReadonly)
+	as := AssessCommand(args.Command, t.cfg.SafeReadonly)
+	if t.cfg.AllowNetwork {
+		// With the network shared, any command can send what the run can see anywhere.
+		as.Sends, as.Carries = "the network", true
+	}
+	return as
 }
 
 // Call runs the command. A command that ran to its end, whatever its exit code, is a result

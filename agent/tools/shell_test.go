@@ -240,3 +240,33 @@ func TestShellAssess(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowAssessments checks what the tools tell the data-flow guard: what a call reads from
+// outside, where it could send data, and whether it carries data of the model's choosing.
+func TestFlowAssessments(t *testing.T) {
+	fetch, err := NewHTTPFetch(HTTPFetchConfig{Enabled: true, Methods: []string{"GET", "POST"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		tool         agent.Tool
+		args         string
+		reads, sends string
+		carries      bool
+	}{
+		{"bare GET", fetch, `{"url":"https://docs.example/guide"}`, "https://docs.example/guide", "docs.example", false},
+		{"GET with a query", fetch, `{"url":"https://x.example/a?t=1"}`, "https://x.example/a", "x.example", true},
+		{"GET with headers", fetch, `{"url":"https://x.example/a","headers":{"X-Data":"1"}}`, "https://x.example/a", "x.example", true},
+		{"POST", fetch, `{"url":"https://x.example/a","method":"POST","body":"d"}`, "https://x.example/a", "x.example", true},
+		{"user info", fetch, `{"url":"https://u:p@x.example/"}`, "https://x.example/", "x.example", true},
+		{"shell without network", NewShell(nil, ShellConfig{}, LimitsConfig{}), `{"command":"ls"}`, "", "", false},
+		{"shell with network", NewShell(nil, ShellConfig{AllowNetwork: true}, LimitsConfig{}), `{"command":"ls"}`, "", "the network", true},
+	}
+	for _, tt := range tests {
+		as := tt.tool.Assess(json.RawMessage(tt.args))
+		if as.Reads != tt.reads || as.Sends != tt.sends || as.Carries != tt.carries {
+			t.Errorf("%s: reads %q sends %q carries %v; want %q %q %v", tt.name, as.Reads, as.Sends, as.Carries, tt.reads, tt.sends, tt.carries)
+		}
+	}
+}

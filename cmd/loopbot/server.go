@@ -71,7 +71,11 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.demo {
 		acfg = demoAgentConfig(acfg)
 	}
-	opts := []agent.Option{agent.WithLogger(log), agent.WithAbandonHook(met.abandonedTool)}
+	// The agent refuses calls that would carry a secret out of the run; it asks the same
+	// redactor the bot posts through, so one rule set decides what a secret is.
+	secrets := bot.NewRedactor(append(append([]string(nil), cfg.Bot.Redact...), secretValues(cfg)...))
+	opts := []agent.Option{agent.WithLogger(log), agent.WithAbandonHook(met.abandonedTool),
+		agent.WithSecretScan(func(text string) bool { return secrets.Redact(text) != text })}
 	if models.summarizer != nil {
 		opts = append(opts, agent.WithSummarizer(models.summarizer))
 	}
