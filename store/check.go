@@ -57,14 +57,7 @@ type Report struct {
 // its quarantine. The error is for a file that could not be checked at all, wrapping
 // ErrDamaged when bbolt cannot open it.
 func CheckFile(ctx context.Context, path string, opts ...Option) (*Report, error) {
-	o := options{lockTimeout: DefaultLockTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	info, err := os.Stat(path)
+	o, info, err := offline(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("check store: %w", err)
 	}
@@ -289,4 +282,18 @@ func checkRunHeads(btx *bolt.Tx) error {
 		return fmt.Errorf("%d runs but %d status index entries", n, m)
 	}
 	return nil
+}
+
+// offline prepares a command that works on the file at path without serving it (check,
+// compact): the options, and the file as it is now.
+func offline(ctx context.Context, path string, opts []Option) (options, os.FileInfo, error) {
+	o := options{lockTimeout: DefaultLockTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := ctx.Err(); err != nil {
+		return o, nil, err
+	}
+	info, err := os.Stat(path)
+	return o, info, err
 }

@@ -37,14 +37,7 @@ func BackupPath(path string) string { return path + ".bak" }
 // backup already there, which it never overwrites. It holds the file's lock until the copy
 // is in place, so no loopbot starts on the original meanwhile.
 func Compact(ctx context.Context, path string, opts ...Option) (*Compacted, error) {
-	o := options{lockTimeout: DefaultLockTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	info, err := os.Stat(path)
+	o, info, err := offline(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,13 +33,18 @@ const (
 // branch pages, and returns its path once closed.
 func filledDB(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "loopbot.db")
+	return writeRuns(t, filepath.Join(t.TempDir(), "loopbot.db"), 60)
+}
+
+// writeRuns writes n runs of 30 kB to a new database at path and closes it.
+func writeRuns(tb testing.TB, path string, n int) string {
+	tb.Helper()
 	db, err := store.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	err = db.Update(t.Context(), func(tx bot.Tx) error {
-		for i := range 60 {
+	err = db.Update(context.Background(), func(tx bot.Tx) error {
+		for i := range n {
 			r := benchRun()
 			r.ID = fmt.Sprintf("run-%03d", i)
 			r.State.RunID = r.ID
@@ -49,10 +55,10 @@ func filledDB(t *testing.T) string {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return path
 }
@@ -470,26 +476,7 @@ func TestQuarantineReasonQuotesNothing(t *testing.T) {
 // whole file, so its cost grows with the file (b.SetBytes: the MB/s figure is the file's
 // size over the time to open it).
 func BenchmarkOpen(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "loopbot.db")
-	db, err := store.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	err = db.Update(b.Context(), func(tx bot.Tx) error {
-		for i := range 300 {
-			r := benchRun()
-			r.ID = fmt.Sprintf("run-%03d", i)
-			r.State.RunID = r.ID
-			if err := tx.PutRun(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	db.Close()
+	path := writeRuns(b, filepath.Join(b.TempDir(), "loopbot.db"), 300)
 	info, err := os.Stat(path)
 	if err != nil {
 		b.Fatal(err)
