@@ -228,17 +228,7 @@ func TestClickWhoseThreadStandsForItsChannel(t *testing.T) {
 // The Continue button of a paused run counts only in the run's thread too.
 func TestContinueFromAnotherThreadIsRefused(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		look := &tool{name: "look", risk: agent.RiskSafe, out: "same"}
-		h := newHarness(t, bot.Config{}, look)
-		h.model.add(use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), say("Found it."))
-		res := h.mention(ann, "look around")
-		h.settle()
-		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
-		qs := h.plat.sent(bot.KindQuestion)
-		if len(qs) != 1 || len(qs[0].msg.Buttons) != 2 {
-			t.Fatalf("questions = %+v, want one with Continue and Stop", qs)
-		}
-		cont := qs[0].msg.Buttons[0]
+		h, res, cont, _ := stuckRun(t)
 		other := bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T2"}
 		if got := h.event(bot.Event{Kind: bot.EventAction, Thread: other, User: ann, ActionID: cont.ID}); got.Notice != "This button belongs to another thread." {
 			t.Errorf("continue from another thread: notice %q", got.Notice)

@@ -163,17 +163,7 @@ func TestReplyAnswersQuestion(t *testing.T) {
 
 func TestContinueButtonAfterStuckPause(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		look := &tool{name: "look", risk: agent.RiskSafe, out: "same"}
-		h := newHarness(t, bot.Config{}, look)
-		h.model.add(use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), say("Found it."))
-		res := h.mention(ann, "look around")
-		h.settle()
-		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
-		qs := h.plat.sent(bot.KindQuestion)
-		if len(qs) != 1 || len(qs[0].msg.Buttons) != 2 {
-			t.Fatalf("questions = %+v, want one with Continue and Stop", qs)
-		}
-		cont, stop := qs[0].msg.Buttons[0], qs[0].msg.Buttons[1]
+		h, res, cont, stop := stuckRun(t)
 		if got := h.click(eve, cont.ID); !strings.Contains(got.Notice, "Only the person") {
 			t.Errorf("stranger's continue: notice %q", got.Notice)
 		}
@@ -311,4 +301,21 @@ func TestRunThatCannotBeAdvancedFails(t *testing.T) {
 			t.Errorf("the goal queued behind the failed run got %d answers, want 1", len(answers))
 		}
 	})
+}
+
+// stuckRun starts a run that repeats one call until the loop pauses it as stuck, and returns
+// it with the Continue and Stop buttons of its question. Call it inside a bubble.
+func stuckRun(t *testing.T) (h *harness, res bot.Result, cont, stop bot.Button) {
+	t.Helper()
+	look := &tool{name: "look", risk: agent.RiskSafe, out: "same"}
+	h = newHarness(t, bot.Config{}, look)
+	h.model.add(use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), use("look", `{"q":"a"}`), say("Found it."))
+	res = h.mention(ann, "look around")
+	h.settle()
+	h.wantStatus(res.RunID, agent.StatusAwaitingInput)
+	qs := h.plat.sent(bot.KindQuestion)
+	if len(qs) != 1 || len(qs[0].msg.Buttons) != 2 {
+		t.Fatalf("questions = %+v, want one with Continue and Stop", qs)
+	}
+	return h, res, qs[0].msg.Buttons[0], qs[0].msg.Buttons[1]
 }
