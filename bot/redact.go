@@ -3,6 +3,7 @@ package bot
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	ahocorasick "github.com/BobuSumisu/aho-corasick"
 )
@@ -25,40 +26,53 @@ const maxPasses = 4
 // emphasis markers left out, so a token split by them is still found. It is safe for
 // concurrent use.
 type Redactor struct {
-	rules []*rule
-	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
-	keywords []string
-	ruleKeys [][]int
-	trie     *ahocorasick.Trie
 	// values are the configured secrets and their encoded forms, longest first, so a value
 	// that contains another is removed whole.
 	values []string
 }
 
-// NewRedactor returns a Redactor for the built-in rules plus values. Values shorter than
-// four characters, and values "[redacted]" itself contains, are ignored.
-func NewRedactor(values []string) *Redactor {
+// ruleSet is the rules every Redactor applies, with their keywords indexed for the
+// prefilter.
+type ruleSet struct {
+	rules []*rule
+	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
+	keywords []string
+	ruleKeys [][]int
+	trie     *ahocorasick.Trie
+}
+
+// loadRules builds the rule set on the first text there is to redact, not at start: loading
+// gitleaks's rules takes a tenth of a second and tens of megabytes, which a process that has
+// posted nothing yet need not pay. The rules are compiled into the binary, so a failure is a
+// bug that every test shows.
+var loadRules = sync.OnceValue(func() *ruleSet {
 	rs, err := rules()
 	if err != nil {
-		// The rules are compiled into the binary: a failure is a bug that every test shows.
 		panic(err)
 	}
-	r := &Redactor{rules: rs}
+	set := &ruleSet{rules: rs}
 	index := map[string]int{}
 	for _, ru := range rs {
 		var ks []int
 		for _, k := range ru.keywords {
 			i, ok := index[k]
 			if !ok {
-				i = len(r.keywords)
+				i = len(set.keywords)
 				index[k] = i
-				r.keywords = append(r.keywords, k)
+				set.keywords = append(set.keywords, k)
 			}
 			ks = append(ks, i)
 		}
-		r.ruleKeys = append(r.ruleKeys, ks)
+		set.ruleKeys = append(set.ruleKeys, ks)
 	}
-	r.trie = ahocorasick.NewTrieBuilder().AddStrings(r.keywords).Build()
+	set.trie = ahocorasick.NewTrieBuilder().AddStrings(set.keywords).Build()
+	return set
+})
+
+// NewRedactor returns a Redactor for the built-in rules plus values. Values shorter than
+// four characters, and values "[redacted]" itself contains, are ignored.
+func NewRedactor(values []string) *Redactor {
+	r := &Redactor{}
 	var vs []string
 	for _, v := range values {
 		if v = strings.TrimSpace(v); len(v) < minSecretLen || strings.Contains(redacted, v) {
@@ -130,31 +144,57 @@ func (r *Redactor) find(text string) []span {
 			i += j + len(v)
 		}
 	}
-	// One Aho-Corasick pass finds which keywords occur, as gitleaks's own prefilter does.
-	present := make([]bool, len(r.keywords))
-	r.trie.Walk(asciiLower(text), func(_, _, k int64) bool {
-		present[k] = true
+	// One Aho-Corasick pass finds where each keyword occurs, as gitleaks's own prefilter
+	// does. A rule with keywords runs only near them: every secret its pattern matches holds,
+	// or sits right after, one of its keywords, and Go's regexp costs about a microsecond a
+	// byte on these patterns, so scanning windows rather than the whole text is what keeps a
+	// long message cheap.
+	set := loadRules()
+	at := make([][]int, len(set.keywords))
+	set.trie.Walk(asciiLower(text), func(end, n, k int64) bool {
+		at[k] = append(at[k], int(end-n))
 		return true
 	})
-	for i, ru := range r.rules {
-		if r.gate(i, present) {
-			spans = ru.find(spans, text)
+	for i, ru := range set.rules {
+		if len(set.ruleKeys[i]) == 0 {
+			spans = ru.find(spans, text, 0)
+			continue
+		}
+		for _, w := range set.windows(i, at, len(text)) {
+			spans = ru.find(spans, text[w.start:w.end], w.start)
 		}
 	}
 	return spans
 }
 
-// gate reports whether rule i may match a text holding the present keywords.
-func (r *Redactor) gate(i int, present []bool) bool {
-	if len(r.ruleKeys[i]) == 0 {
-		return true
-	}
-	for _, k := range r.ruleKeys[i] {
-		if present[k] {
-			return true
+// Around a keyword found at i, a rule scans text[i-windowBefore : i+reach]: gitleaks's
+// patterns allow a name of up to about fifty characters and a few separators before the
+// keyword, and reach is the longest secret the rule can match after it.
+const windowBefore = 160
+
+// windows returns the merged ranges of a text of length n that rule i scans, given where
+// each keyword occurs.
+func (set *ruleSet) windows(i int, at [][]int, n int) []span {
+	reach := set.rules[i].reach()
+	var ws []span
+	for _, k := range set.ruleKeys[i] {
+		for _, p := range at[k] {
+			ws = append(ws, span{max(0, p-windowBefore), min(n, p+reach)})
 		}
 	}
-	return false
+	if len(ws) < 2 {
+		return ws
+	}
+	slices.SortFunc(ws, func(a, b span) int { return a.start - b.start })
+	out := ws[:1]
+	for _, w := range ws[1:] {
+		if last := &out[len(out)-1]; w.start <= last.end {
+			last.end = max(last.end, w.end)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // asciiLower returns s with ASCII letters in lower case, the case of every keyword.

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/spf13/viper"
-	re2 "github.com/wasilibs/go-re2"
 	gitleaks "github.com/zricethezav/gitleaks/v8/config"
 )
 
@@ -33,7 +32,7 @@ type rule struct {
 	// re is compiled on the rule's first use: compiling all of them for RE2 takes seconds,
 	// and most rules never meet their keyword.
 	once sync.Once
-	re   *re2.Regexp
+	re   *regexp.Regexp
 }
 
 // localRules cover what gitleaks's rules, made to scan source code, miss in chat and in tool
@@ -143,20 +142,20 @@ func gitleaksRules() ([]*rule, error) {
 	return out, nil
 }
 
-// regexp returns the rule's expression compiled for RE2, whose automaton scans a long
-// text in time linear in its length: Go's regexp package spends about a microsecond a byte
-// on gitleaks's patterns (bounded repeats before and after a name), RE2 a hundred times
-// less. The pattern was checked when the rules were loaded.
-func (r *rule) regexp() *re2.Regexp {
-	r.once.Do(func() { r.re = re2.MustCompile(r.pattern) })
+// regexp returns the rule's expression, compiled on first use. Go's regexp is linear in the
+// text but spends about a microsecond a byte on gitleaks's patterns (bounded repeats before
+// and after a name), which is why rules scan only windows around their keywords. The
+// pattern was checked when the rules were loaded.
+func (r *rule) regexp() *regexp.Regexp {
+	r.once.Do(func() { r.re = regexp.MustCompile(r.pattern) })
 	return r.re
 }
 
 // find appends to spans the byte ranges of the secrets r finds in text.
-func (r *rule) find(spans []span, text string) []span {
+func (r *rule) find(spans []span, text string, offset int) []span {
 	re := r.regexp()
-	// Most texts hold none of the rule's secrets, which RE2's automaton tells fastest;
-	// finding the groups is slower and only done for a text that matches.
+	// Most texts hold none of the rule's secrets, which matching tells fastest; finding the
+	// groups is slower and only done for a text that matches.
 	if !re.MatchString(text) {
 		return spans
 	}
@@ -184,9 +183,21 @@ func (r *rule) find(spans []span, text string) []span {
 		if r.allowed(text, secret, m[0], m[1]) {
 			continue
 		}
-		spans = append(spans, span{start, end})
+		spans = append(spans, span{offset + start, offset + end})
 	}
 	return spans
+}
+
+// reach is how far after a keyword a secret of the rule may end: key blocks and tokens
+// that carry a whole document (JWTs, certificates) run long, anything else ends within a
+// few hundred bytes.
+func (r *rule) reach() int {
+	p := strings.ToUpper(r.pattern)
+	if strings.Contains(p, "PRIVATE") || strings.Contains(p, "BEGIN") || strings.Contains(strings.ToLower(r.id), "jwt") ||
+		strings.Contains(r.pattern, "(?s)") || strings.Contains(r.pattern, `[\s\S`) {
+		return 64 << 10
+	}
+	return 1024
 }
 
 // allowed reports whether one of the rule's allowlists says the finding is no secret, the
