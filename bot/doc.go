@@ -64,7 +64,7 @@
 // Everything posted goes through the Redactor first.
 //
 // The Redactor (redact.go) finds secrets with gitleaks's default rules and a few local ones
-// (redact_rules.go), run on RE2 and gated by keywords; matches configured values as written
+// (redact_rules.go), each run only near its keywords; matches configured values as written
 // and encoded (redact_encoded.go); and scans a view of the text without invisible
 // characters and emphasis markers (redact_view.go), mapping what it finds there back to the
 // original, so a token split by them is replaced whole.

@@ -29,7 +29,7 @@ type rule struct {
 	// placeholders and template variables that are not secrets.
 	allow []*gitleaks.Allowlist
 
-	// re is compiled on the rule's first use: compiling all of them for RE2 takes seconds,
+	// re is compiled on the rule's first use: compiling all of them takes time and memory,
 	// and most rules never meet their keyword.
 	once sync.Once
 	re   *regexp.Regexp
