@@ -23,6 +23,7 @@
 // With Config.Stream the reply is streamed (with usage in the final chunk) and accumulated:
 // text deltas are joined and tool-call deltas are gathered by their index, which lets
 // parallel calls interleave; the call's ID and name come in its first delta and its
-// arguments in pieces. A stream that ends without a finish reason is an error, and retried,
+// arguments in pieces. A new ID at an index already taken is a new call (Ollama sends
+// parallel calls whole, each at index 0). A stream that ends without a finish reason is an error, and retried,
 // rather than a silently shortened reply.
 package llm

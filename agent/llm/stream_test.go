@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,34 @@ func TestAccumulator(t *testing.T) {
 			wantCalls: []agent.ToolCall{
 				{ID: "call_Xa", Name: "get_weather", Arguments: `{"location": "Paris"}`},
 				{ID: "call_Yb", Name: "get_time", Arguments: `{"tz": "CET"}`},
+			},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "Ollama parallel calls, each whole at index 0",
+			chunks: []string{
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_a1","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_b2","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`,
+			},
+			wantCalls: []agent.ToolCall{
+				{ID: "call_a1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+				{ID: "call_b2", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "a new ID at an occupied index, then continued there",
+			chunks: []string{
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"a","arguments":"{"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"y","function":{"name":"b","arguments":"["}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"y","function":{"arguments":"]"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			},
+			wantCalls: []agent.ToolCall{
+				{ID: "x", Name: "a", Arguments: `{}`},
+				{ID: "y", Name: "b", Arguments: `[]`},
 			},
 			wantFinish: "tool_calls",
 		},
@@ -186,12 +215,17 @@ func FuzzAccumulator(f *testing.F) {
 {"choices":[],"usage":{"prompt_tokens":1}}
 {"choices":[{"index":0,"finish_reason":"stop"}]}`))
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":-3,"id":"n"}]}}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"x","arguments":"{}"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"arguments":"1"}},{"index":0,"function":{"arguments":"2"}}]}}]}
+{"choices":[{"index":0,"finish_reason":"tool_calls"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var (
 			acc       accumulator
 			wantText  strings.Builder
 			wantArgs  int
 			deltas    int
+			ids       = map[string]bool{}
 			finishing bool
 		)
 		for line := range bytes.Lines(data) {
@@ -207,6 +241,9 @@ func FuzzAccumulator(f *testing.F) {
 				for _, d := range ch.Delta.ToolCalls {
 					wantArgs += len(d.Function.Arguments)
 					deltas++
+					if d.ID != "" {
+						ids[d.ID] = true
+					}
 				}
 				if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
 					finishing = true
@@ -236,6 +273,13 @@ func FuzzAccumulator(f *testing.F) {
 		}
 		if len(reply.Message.ToolCalls) > deltas {
 			t.Errorf("%d calls from %d deltas", len(reply.Message.ToolCalls), deltas)
+		}
+		// Calls are never merged across distinct IDs: every ID a delta carried names a call.
+		for _, c := range reply.Message.ToolCalls {
+			delete(ids, c.ID)
+		}
+		if len(ids) > 0 {
+			t.Errorf("IDs %v were merged into other calls: %q", slices.Sorted(maps.Keys(ids)), reply.Message.ToolCalls)
 		}
 	})
 }
