@@ -187,7 +187,7 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, attemptTimeout(c.timeout))
 		defer cancel()
 	}
-	rec := &responseRecord{}
+	rec := &responseRecord{keepBody: !c.stream}
 	ctx = context.WithValue(ctx, responseKey{}, rec)
 	var (
 		reply agent.Reply
@@ -196,7 +196,7 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 	if c.stream {
 		reply, err = c.completeStream(ctx, creq)
 	} else {
-		reply, err = c.completeOnce(ctx, creq)
+		reply, err = c.completeOnce(ctx, creq, rec)
 	}
 	if err == nil {
 		return reply, nil
@@ -208,10 +208,26 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 	return agent.Reply{}, &attemptError{err: err, resp: rec.get()}
 }
 
-func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
-	resp, err := c.api.CreateChatCompletion(ctx, creq)
-	if err != nil {
+// completeOnce asks for the reply as one JSON body. go-openai sends the request and reads
+// the answer; the reply is then decoded from the body the header tap kept, with this
+// package's types, which accept tool-call arguments sent as an object (go-openai's refuse
+// them, which is the one decoding error let through) and see an error object in a 200 body.
+func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest, rec *responseRecord) (agent.Reply, error) {
+	_, err := c.api.CreateChatCompletion(ctx, creq)
+	var typeErr *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &typeErr) {
 		return agent.Reply{}, err
+	}
+	body, ok := rec.keptBody()
+	if !ok {
+		return agent.Reply{}, fmt.Errorf("the reply is longer than %d bytes", maxKeptBody)
+	}
+	var resp completion
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return agent.Reply{}, fmt.Errorf("decode reply: %w", err)
+	}
+	if resp.Error != nil {
+		return agent.Reply{}, resp.Error.err()
 	}
 	if len(resp.Choices) == 0 {
 		return agent.Reply{}, errNoChoices
@@ -223,9 +239,9 @@ func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionReq
 		msg.Content = ch.Message.Refusal
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)})
 	}
-	return agent.Reply{Message: msg, Usage: c.usage(&resp.Usage), FinishReason: string(ch.FinishReason)}, nil
+	return agent.Reply{Message: msg, Usage: c.usage(resp.Usage), FinishReason: ch.FinishReason}, nil
 }
 
 func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
@@ -238,14 +254,23 @@ func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionR
 	defer stream.Close()
 	var acc accumulator
 	for {
-		chunk, err := stream.Recv()
+		// The raw data line, decoded into this package's chunk type: go-openai's would
+		// refuse arguments sent as an object and drop an error chunk's error.
+		line, err := stream.RecvRaw()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
 		}
-		acc.add(chunk)
+		var ck chunk
+		if err := json.Unmarshal(line, &ck); err != nil {
+			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
+		}
+		acc.add(ck)
+		if acc.err != nil {
+			break
+		}
 	}
 	reply, err := acc.reply()
 	if err != nil {

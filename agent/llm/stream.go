@@ -32,6 +32,8 @@ type accumulator struct {
 	maxIndex int
 	finish   string
 	usage    *openai.Usage
+	// err is the first error a chunk reported.
+	err *ProviderError
 }
 
 type partialCall struct {
@@ -41,11 +43,14 @@ type partialCall struct {
 	args     strings.Builder
 }
 
-func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse) {
-	if chunk.Usage != nil {
-		a.usage = chunk.Usage
+func (a *accumulator) add(ck chunk) {
+	if ck.Usage != nil {
+		a.usage = ck.Usage
 	}
-	for _, ch := range chunk.Choices {
+	if ck.Error != nil && a.err == nil {
+		a.err = ck.Error.err()
+	}
+	for _, ch := range ck.Choices {
 		if ch.Index != 0 {
 			continue
 		}
@@ -54,13 +59,13 @@ func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse) {
 		for _, d := range ch.Delta.ToolCalls {
 			a.addCall(d)
 		}
-		if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
-			a.finish = string(ch.FinishReason)
+		if ch.FinishReason != "" && ch.FinishReason != string(openai.FinishReasonNull) {
+			a.finish = ch.FinishReason
 		}
 	}
 }
 
-func (a *accumulator) addCall(d openai.ToolCall) {
+func (a *accumulator) addCall(d toolCall) {
 	if a.byIndex == nil {
 		a.byIndex = map[int]int{}
 	}
@@ -86,7 +91,7 @@ func (a *accumulator) addCall(d openai.ToolCall) {
 	if c.name == "" {
 		c.name = d.Function.Name
 	}
-	c.args.WriteString(d.Function.Arguments)
+	c.args.WriteString(string(d.Function.Arguments))
 }
 
 // callWithoutIndex finds the call a delta without an index belongs to: the call with its
@@ -124,8 +129,14 @@ func (a *accumulator) newCall(i int) *partialCall {
 }
 
 // reply is what the stream said, in the order of the calls' indexes. A stream without a
-// finish reason was cut short.
+// finish reason was cut short; a stream with an error chunk (OpenRouter sends one with
+// finish_reason "error" when the provider fails mid-reply) ends in that error.
 func (a *accumulator) reply() (agent.Reply, error) {
+	if a.err != nil {
+		// The provider's word on why the reply stopped; whatever came before it is not
+		// the answer.
+		return agent.Reply{}, a.err
+	}
 	if a.finish == "" {
 		return agent.Reply{}, errIncompleteStream
 	}

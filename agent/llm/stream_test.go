@@ -19,11 +19,11 @@ func accumulate(t *testing.T, lines []string) *accumulator {
 	t.Helper()
 	var acc accumulator
 	for i, l := range lines {
-		var chunk openai.ChatCompletionStreamResponse
-		if err := json.Unmarshal([]byte(l), &chunk); err != nil {
+		var ck chunk
+		if err := json.Unmarshal([]byte(l), &ck); err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
-		acc.add(chunk)
+		acc.add(ck)
 	}
 	return &acc
 }
@@ -227,13 +227,17 @@ func FuzzAccumulator(f *testing.F) {
 			deltas    int
 			ids       = map[string]bool{}
 			finishing bool
+			failing   bool
 		)
 		for line := range bytes.Lines(data) {
-			var chunk openai.ChatCompletionStreamResponse
-			if json.Unmarshal(line, &chunk) != nil {
+			var ck chunk
+			if json.Unmarshal(line, &ck) != nil {
 				continue
 			}
-			for _, ch := range chunk.Choices {
+			if ck.Error != nil {
+				failing = true
+			}
+			for _, ch := range ck.Choices {
 				if ch.Index != 0 {
 					continue
 				}
@@ -245,13 +249,20 @@ func FuzzAccumulator(f *testing.F) {
 						ids[d.ID] = true
 					}
 				}
-				if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
+				if ch.FinishReason != "" && ch.FinishReason != string(openai.FinishReasonNull) {
 					finishing = true
 				}
 			}
-			acc.add(chunk)
+			acc.add(ck)
 		}
 		reply, err := acc.reply()
+		if failing {
+			var pe *ProviderError
+			if !errors.As(err, &pe) {
+				t.Fatalf("a chunk reported an error, err = %v", err)
+			}
+			return
+		}
 		if !finishing {
 			if !errors.Is(err, errIncompleteStream) {
 				t.Fatalf("no finish reason, err = %v", err)
