@@ -2,9 +2,14 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -288,6 +293,80 @@ func FuzzAccumulator(f *testing.F) {
 		// Calls are never merged across distinct IDs: every ID a delta carried names a call.
 		for _, c := range reply.Message.ToolCalls {
 			delete(ids, c.ID)
+		}
+		if len(ids) > 0 {
+			t.Errorf("IDs %v were merged into other calls: %q", slices.Sorted(maps.Keys(ids)), reply.Message.ToolCalls)
+		}
+	})
+}
+
+// sseTransport answers every request with the same server-sent events body, without a
+// network.
+type sseTransport []byte
+
+func (b sseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       io.NopCloser(bytes.NewReader(b)),
+		Request:    req,
+	}, nil
+}
+
+// FuzzStream feeds arbitrary bodies to a streaming Complete, through go-openai's event
+// framing and this package's chunk decoding and assembly: it must not panic, and a reply it
+// accepts holds a call for every ID the stream's tool-call deltas carried, so no two calls
+// with distinct IDs were merged.
+func FuzzStream(f *testing.F) {
+	for _, name := range []string{"ollama_stream_parallel_index0.sse", "openai_stream_tool_call.sse", "vllm_stream_tool_call.sse", "openrouter_stream_reasoning_error.sse", "azure_stream_text.sse"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"arguments\":{\"x\":1}}}]}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"b\",\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := New(Config{BaseURL: "http://fuzz.invalid/v1", Model: "m", Stream: true, MaxRetries: -1},
+			WithHTTPClient(&http.Client{Transport: sseTransport(body)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := c.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: "hi"}}})
+		if err != nil {
+			return
+		}
+		// The IDs of the deltas the client read: the data lines up to [DONE], as go-openai
+		// frames them.
+		ids := map[string]bool{}
+		for line := range bytes.Lines(body) {
+			line = bytes.TrimSpace(line)
+			data, ok := bytes.CutPrefix(line, []byte("data:"))
+			if !ok {
+				continue
+			}
+			data = bytes.TrimLeft(data, " \t")
+			if string(data) == "[DONE]" {
+				break
+			}
+			var ck chunk
+			if json.Unmarshal(data, &ck) != nil {
+				continue
+			}
+			for _, ch := range ck.Choices {
+				if ch.Index != 0 {
+					continue
+				}
+				for _, d := range ch.Delta.ToolCalls {
+					if d.ID != "" {
+						ids[d.ID] = true
+					}
+				}
+			}
+		}
+		for _, call := range reply.Message.ToolCalls {
+			delete(ids, call.ID)
 		}
 		if len(ids) > 0 {
 			t.Errorf("IDs %v were merged into other calls: %q", slices.Sorted(maps.Keys(ids)), reply.Message.ToolCalls)
