@@ -110,6 +110,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 			oc.BaseURL = cfg.BaseURL
 		}
 	}
+	oc.EmptyMessagesLimit = maxQuietStreamLines
 	hc := &http.Client{}
 	if o.httpClient != nil {
 		copied := *o.httpClient
@@ -125,6 +126,13 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	c.completionTokens = officialOpenAI(cfg)
 	return c, nil
 }
+
+// maxQuietStreamLines is how many lines that are not data (comments, blank lines) a stream
+// may send between two events. OpenRouter sends a keep-alive comment and a blank line again
+// and again while the model works before its first token (a recorded stream has 17 of them);
+// go-openai's default of 300 lines would end a long wait with an error. The bound stays, as
+// go-openai keeps those lines in memory until the next event.
+const maxQuietStreamLines = 20000
 
 // maxIdleConnsPerHost is how many idle connections to the model endpoint are kept for
 // reuse. Every running run waits on a call to the same endpoint, so as many calls as runs

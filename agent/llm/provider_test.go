@@ -15,8 +15,8 @@ import (
 	"github.com/loopbot/loopbot/agent/llm"
 )
 
-// replayServer answers every chat completion with body: as server-sent events when the body
-// holds data: lines, else as one JSON document. It counts the requests.
+// replayServer answers every chat completion with body: as one JSON document when it is one,
+// else as server-sent events. It counts the requests.
 type replayServer struct {
 	*httptest.Server
 	requests atomic.Int32
@@ -31,7 +31,7 @@ func newReplay(t *testing.T, body string) *replayServer {
 			http.NotFound(w, req)
 			return
 		}
-		if strings.HasPrefix(strings.TrimSpace(body), "data:") {
+		if !strings.HasPrefix(strings.TrimSpace(body), "{") {
 			w.Header().Set("Content-Type", "text/event-stream")
 		} else {
 			w.Header().Set("Content-Type", "application/json")
@@ -159,5 +159,19 @@ data: [DONE]
 				t.Errorf("calls = %q\nwant %q", reply.Message.ToolCalls, want)
 			}
 		})
+	}
+}
+
+// TestStreamLongKeepAlive replays a recorded Azure stream after the keep-alive comments a
+// long wait behind OpenRouter brings: 400 comments, 800 lines that are not data.
+func TestStreamLongKeepAlive(t *testing.T) {
+	body := strings.Repeat(": OPENROUTER PROCESSING\n\n", 400) + loadFixture(t, "azure_stream_text.sse")
+	srv := newReplay(t, body)
+	reply, err := replayClient(t, srv, true).Complete(context.Background(), userGoal)
+	if err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if reply.Message.Content != "Hello World" {
+		t.Errorf("content = %q, want %q", reply.Message.Content, "Hello World")
 	}
 }
