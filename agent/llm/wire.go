@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -104,26 +103,4 @@ func (e *wireError) err() *ProviderError {
 		}
 	}
 	return pe
-}
-
-// ProviderError is an error the endpoint reported inside an answer that began as a success:
-// a stream's error chunk, or an error object in a 200 body. It is not retried: the provider
-// said what went wrong, and the run's owner decides whether to try again.
-type ProviderError struct {
-	// Code is the provider's code for the error, when it gave one.
-	Code string
-	// Message is the provider's explanation, without the API key.
-	Message string
-}
-
-func (e *ProviderError) Error() string {
-	var b strings.Builder
-	b.WriteString("the provider reported an error")
-	if e.Code != "" {
-		b.WriteString(" (" + e.Code + ")")
-	}
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
-	return b.String()
 }
