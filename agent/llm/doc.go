@@ -31,7 +31,11 @@
 // text deltas are joined and tool-call deltas are gathered by their index, which lets
 // parallel calls interleave; the call's ID and name come in its first delta and its
 // arguments in pieces. A new ID at an index already taken is a new call (Ollama sends
-// parallel calls whole, each at index 0). A stream that ends without a finish reason is an error, and retried,
-// rather than a silently shortened reply. Keep-alive comments (OpenRouter sends them while
-// the model works) are skipped, up to a bound far above what a long wait brings.
+// parallel calls whole, each at index 0). A stream that ends without a finish reason is an
+// error, and retried, rather than a silently shortened reply. Keep-alive comments
+// (OpenRouter sends them while the model works) are skipped, up to a bound far above what a
+// long wait brings.
+//
+// Recorded replies of real providers, each citing its source, are the test fixtures in
+// testdata; every one is run through the client and through one step of an agent.
 package llm
