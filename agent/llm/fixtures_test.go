@@ -66,6 +66,10 @@ var providerFixtures = []providerFixture{
 		providerErr: "Token limit reached",
 	},
 	{
+		file: "openrouter_stream_reasoning.sse", stream: true,
+		text: "2 + 2 = 4", finish: "stop", prompt: 43, completion: 36,
+	},
+	{
 		file:   "openrouter_json_tool_call.json",
 		calls:  []agent.ToolCall{{ID: "3sniiMddS", Name: "divide", Arguments: `{"numerator": 123, "denominator": 456, "on_inf": "infinity"}`}},
 		finish: "tool_calls", prompt: 134, completion: 43,

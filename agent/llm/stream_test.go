@@ -318,7 +318,7 @@ func (b sseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // accepts holds a call for every ID the stream's tool-call deltas carried, so no two calls
 // with distinct IDs were merged.
 func FuzzStream(f *testing.F) {
-	for _, name := range []string{"ollama_stream_parallel_index0.sse", "openai_stream_tool_call.sse", "vllm_stream_tool_call.sse", "openrouter_stream_reasoning_error.sse", "azure_stream_text.sse"} {
+	for _, name := range []string{"ollama_stream_parallel_index0.sse", "openai_stream_tool_call.sse", "vllm_stream_tool_call.sse", "openrouter_stream_reasoning_error.sse", "openrouter_stream_reasoning.sse", "azure_stream_text.sse"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
