@@ -6,18 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 )
 
 // providerFixture is a recorded reply of a real provider in testdata, with what the client
@@ -124,45 +122,17 @@ func loadFixture(t *testing.T, name string) string {
 	return s
 }
 
-// fixtureServer replays a recording to the first request and answers every later one with
-// a short final text (in the same mode), so that an agent run can finish after the
-// recorded step.
-type fixtureServer struct {
-	*httptest.Server
-	requests atomic.Int32
-}
-
+// followUpAnswer answers every request after the recorded one, so that an agent run can
+// finish after the recorded step.
 const followUpAnswer = "Done."
 
-func newFixtureServer(t *testing.T, body string, stream bool) *fixtureServer {
+// fixtureClient is a client of an llmtest server that replays the recording to the first
+// request.
+func fixtureClient(t *testing.T, fx providerFixture) *llm.Client {
 	t.Helper()
-	f := &fixtureServer{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-			http.NotFound(w, r)
-			return
-		}
-		reply := body
-		if f.requests.Add(1) > 1 {
-			reply = `{"id":"follow-up","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + followUpAnswer + `"},"finish_reason":"stop"}]}`
-			if stream {
-				reply = `data: {"id":"follow-up","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"` + followUpAnswer + `"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
-			}
-		}
-		if stream {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		w.Write([]byte(reply))
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func fixtureClient(t *testing.T, srv *fixtureServer, stream bool) *llm.Client {
-	t.Helper()
-	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "test-model", Stream: stream, MaxRetries: -1})
+	srv := llmtest.NewTest(t, llmtest.Recording(loadFixture(t, fx.file)))
+	srv.SetFallback(llmtest.Text(followUpAnswer))
+	c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "test-model", Stream: fx.stream, MaxRetries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,8 +143,7 @@ func fixtureClient(t *testing.T, srv *fixtureServer, stream bool) *llm.Client {
 func TestProviderFixtures(t *testing.T) {
 	for _, fx := range providerFixtures {
 		t.Run(fx.file, func(t *testing.T) {
-			srv := newFixtureServer(t, loadFixture(t, fx.file), fx.stream)
-			reply, err := fixtureClient(t, srv, fx.stream).Complete(context.Background(), userGoal)
+			reply, err := fixtureClient(t, fx).Complete(context.Background(), userGoal)
 			if fx.providerErr != "" {
 				var pe *llm.ProviderError
 				if !errors.As(err, &pe) || pe.Message != fx.providerErr {
@@ -226,7 +195,6 @@ func (r *recordingTool) Call(_ context.Context, inv agent.Invocation) (string, e
 func TestProviderFixturesAgentStep(t *testing.T) {
 	for _, fx := range providerFixtures {
 		t.Run(fx.file, func(t *testing.T) {
-			srv := newFixtureServer(t, loadFixture(t, fx.file), fx.stream)
 			var (
 				tools []agent.Tool
 				calls = make(chan json.RawMessage, 2*len(fx.calls)+1)
@@ -239,7 +207,7 @@ func TestProviderFixturesAgentStep(t *testing.T) {
 				}
 			}
 			var logs bytes.Buffer
-			ag, err := agent.New(agent.Config{}, fixtureClient(t, srv, fx.stream), tools,
+			ag, err := agent.New(agent.Config{}, fixtureClient(t, fx), tools,
 				agent.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if err != nil {
 				t.Fatal(err)
