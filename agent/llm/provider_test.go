@@ -3,48 +3,21 @@ package llm_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 )
 
-// replayServer answers every chat completion with body: as one JSON document when it is one,
-// else as server-sent events. It counts the requests.
-type replayServer struct {
-	*httptest.Server
-	requests atomic.Int32
-}
-
-func newReplay(t *testing.T, body string) *replayServer {
+// replayClient is a client of an llmtest server that replays body to the first request; it
+// fails the test if it waits to try again.
+func replayClient(t *testing.T, srv *llmtest.Server, stream bool) *llm.Client {
 	t.Helper()
-	r := &replayServer{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.requests.Add(1)
-		if !strings.HasSuffix(req.URL.Path, "/chat/completions") {
-			http.NotFound(w, req)
-			return
-		}
-		if !strings.HasPrefix(strings.TrimSpace(body), "{") {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		w.Write([]byte(body))
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func replayClient(t *testing.T, srv *replayServer, stream bool) *llm.Client {
-	t.Helper()
-	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "test-model", Stream: stream, APIKey: "sk-test-key"},
+	c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "test-model", Stream: stream, APIKey: "sk-test-key"},
 		llm.WithSleep(func(ctx context.Context, d time.Duration) error {
 			t.Errorf("waited %s to retry: the reply is not worth another attempt", d)
 			return nil
@@ -97,7 +70,7 @@ data: [DONE]
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newReplay(t, tt.body)
+			srv := llmtest.NewTest(t, llmtest.Recording(tt.body))
 			_, err := replayClient(t, srv, tt.stream).Complete(context.Background(), userGoal)
 			var pe *llm.ProviderError
 			if !errors.As(err, &pe) {
@@ -109,7 +82,7 @@ data: [DONE]
 			if !strings.Contains(err.Error(), tt.wantMsg) || strings.Contains(err.Error(), "sk-test-key") {
 				t.Errorf("error %q should carry the provider's message without the key", err)
 			}
-			if n := srv.requests.Load(); n != 1 {
+			if n := len(srv.Requests()); n != 1 {
 				t.Errorf("%d requests, want 1: the provider's error is not retried", n)
 			}
 		})
@@ -150,7 +123,7 @@ data: [DONE]
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newReplay(t, tt.body)
+			srv := llmtest.NewTest(t, llmtest.Recording(tt.body))
 			reply, err := replayClient(t, srv, tt.stream).Complete(context.Background(), userGoal)
 			if err != nil {
 				t.Fatalf("Complete: %v", err)
@@ -166,7 +139,7 @@ data: [DONE]
 // long wait behind OpenRouter brings: 400 comments, 800 lines that are not data.
 func TestStreamLongKeepAlive(t *testing.T) {
 	body := strings.Repeat(": OPENROUTER PROCESSING\n\n", 400) + loadFixture(t, "azure_stream_text.sse")
-	srv := newReplay(t, body)
+	srv := llmtest.NewTest(t, llmtest.Recording(body))
 	reply, err := replayClient(t, srv, true).Complete(context.Background(), userGoal)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
