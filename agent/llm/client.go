@@ -110,6 +110,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 			oc.BaseURL = cfg.BaseURL
 		}
 	}
+	oc.EmptyMessagesLimit = maxQuietStreamLines
 	hc := &http.Client{}
 	if o.httpClient != nil {
 		copied := *o.httpClient
@@ -125,6 +126,13 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	c.completionTokens = officialOpenAI(cfg)
 	return c, nil
 }
+
+// maxQuietStreamLines is how many lines that are not data (comments, blank lines) a stream
+// may send between two events. OpenRouter sends a keep-alive comment and a blank line again
+// and again while the model works before its first token (a recorded stream has 17 of them);
+// go-openai's default of 300 lines would end a long wait with an error. The bound stays, as
+// go-openai keeps those lines in memory until the next event.
+const maxQuietStreamLines = 20000
 
 // maxIdleConnsPerHost is how many idle connections to the model endpoint are kept for
 // reuse. Every running run waits on a call to the same endpoint, so as many calls as runs
@@ -187,7 +195,7 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, attemptTimeout(c.timeout))
 		defer cancel()
 	}
-	rec := &responseRecord{}
+	rec := &responseRecord{keepBody: !c.stream}
 	ctx = context.WithValue(ctx, responseKey{}, rec)
 	var (
 		reply agent.Reply
@@ -196,7 +204,7 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 	if c.stream {
 		reply, err = c.completeStream(ctx, creq)
 	} else {
-		reply, err = c.completeOnce(ctx, creq)
+		reply, err = c.completeOnce(ctx, creq, rec)
 	}
 	if err == nil {
 		return reply, nil
@@ -208,10 +216,26 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 	return agent.Reply{}, &attemptError{err: err, resp: rec.get()}
 }
 
-func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
-	resp, err := c.api.CreateChatCompletion(ctx, creq)
-	if err != nil {
+// completeOnce asks for the reply as one JSON body. go-openai sends the request and reads
+// the answer; the reply is then decoded from the body the header tap kept, with this
+// package's types, which accept tool-call arguments sent as an object (go-openai's refuse
+// them, which is the one decoding error let through) and see an error object in a 200 body.
+func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest, rec *responseRecord) (agent.Reply, error) {
+	_, err := c.api.CreateChatCompletion(ctx, creq)
+	var typeErr *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &typeErr) {
 		return agent.Reply{}, err
+	}
+	body, ok := rec.keptBody()
+	if !ok {
+		return agent.Reply{}, fmt.Errorf("the reply is longer than %d bytes", maxKeptBody)
+	}
+	var resp completion
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return agent.Reply{}, fmt.Errorf("decode reply: %w", err)
+	}
+	if resp.Error != nil {
+		return agent.Reply{}, resp.Error.err()
 	}
 	if len(resp.Choices) == 0 {
 		return agent.Reply{}, errNoChoices
@@ -223,9 +247,9 @@ func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionReq
 		msg.Content = ch.Message.Refusal
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)})
 	}
-	return agent.Reply{Message: msg, Usage: c.usage(&resp.Usage), FinishReason: string(ch.FinishReason)}, nil
+	return agent.Reply{Message: msg, Usage: c.usage(resp.Usage), FinishReason: ch.FinishReason}, nil
 }
 
 func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
@@ -238,14 +262,23 @@ func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionR
 	defer stream.Close()
 	var acc accumulator
 	for {
-		chunk, err := stream.Recv()
+		// The raw data line, decoded into this package's chunk type: go-openai's would
+		// refuse arguments sent as an object and drop an error chunk's error.
+		line, err := stream.RecvRaw()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
 		}
-		acc.add(chunk)
+		var ck chunk
+		if err := json.Unmarshal(line, &ck); err != nil {
+			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
+		}
+		acc.add(ck)
+		if acc.err != nil {
+			break
+		}
 	}
 	reply, err := acc.reply()
 	if err != nil {

@@ -20,9 +20,22 @@
 // the run instead of spinning. Other 4xx answers are not retried. No error text contains the
 // API key, even when the endpoint echoes it.
 //
+// Replies are decoded with this package's own wire types, not go-openai's, so that what
+// providers really send is understood. Tool-call arguments sent as a JSON object instead of
+// a string (some proxies) become that object's JSON text. An error reported inside an answer
+// that began as a success (OpenRouter's error chunk with finish_reason "error" in the middle
+// of a stream, an error event, an error object in a 200 body) is a *ProviderError carrying
+// the provider's code and message, not an empty reply; it is not retried.
+//
 // With Config.Stream the reply is streamed (with usage in the final chunk) and accumulated:
 // text deltas are joined and tool-call deltas are gathered by their index, which lets
 // parallel calls interleave; the call's ID and name come in its first delta and its
-// arguments in pieces. A stream that ends without a finish reason is an error, and retried,
-// rather than a silently shortened reply.
+// arguments in pieces. A new ID at an index already taken is a new call (Ollama sends
+// parallel calls whole, each at index 0). A stream that ends without a finish reason is an
+// error, and retried, rather than a silently shortened reply. Keep-alive comments
+// (OpenRouter sends them while the model works) are skipped, up to a bound far above what a
+// long wait brings.
+//
+// Recorded replies of real providers, each citing its source, are the test fixtures in
+// testdata; every one is run through the client and through one step of an agent.
 package llm

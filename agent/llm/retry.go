@@ -65,6 +65,28 @@ func (e *StatusError) Error() string {
 	return s
 }
 
+// ProviderError is an error the endpoint reported inside an answer that began as a success:
+// a stream's error chunk, or an error object in a 200 body. It is not retried: the provider
+// said what went wrong, and the run's owner decides whether to try again.
+type ProviderError struct {
+	// Code is the provider's code for the error, when it gave one.
+	Code string
+	// Message is the provider's explanation, without the API key.
+	Message string
+}
+
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	b.WriteString("the provider reported an error")
+	if e.Code != "" {
+		b.WriteString(" (" + e.Code + ")")
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
+}
+
 // attemptError is the outcome of one failed attempt: the error and what the header tap saw.
 type attemptError struct {
 	err  error
@@ -94,13 +116,16 @@ func (c *Client) classify(err error) failure {
 		f.retryAfter = d
 	}
 	var (
-		apiErr *openai.APIError
-		reqErr *openai.RequestError
-		urlErr *url.Error
+		apiErr  *openai.APIError
+		reqErr  *openai.RequestError
+		urlErr  *url.Error
+		provErr *ProviderError
 	)
 	switch {
 	case errors.Is(ae.err, errAttemptTimeout), errors.Is(ae.err, errIncompleteStream):
 		f.retry = true
+	case errors.As(ae.err, &provErr):
+		f.err = &ProviderError{Code: provErr.Code, Message: c.redactString(provErr.Message)}
 	case errors.As(ae.err, &apiErr) && apiErr.HTTPStatusCode > 0:
 		f.status = apiErr.HTTPStatusCode
 		f.err = &StatusError{StatusCode: f.status, Message: c.redactString(apiErr.Message)}
@@ -109,6 +134,21 @@ func (c *Client) classify(err error) failure {
 		f.status = reqErr.HTTPStatusCode
 		f.err = &StatusError{StatusCode: f.status, Message: c.redactString(snippet(reqErr.Body))}
 		f.retry = retryableStatus(f.status)
+	case errors.As(ae.err, &apiErr) && apiErr.HTTPStatusCode == 0 && ae.resp.status == http.StatusOK:
+		// go-openai's reading of a stream event that is nothing but an error object.
+		code := apiErr.Type
+		switch v := apiErr.Code.(type) {
+		case string:
+			if v != "" {
+				code = v
+			}
+		case int:
+			// go-openai reads a null code as 0.
+			if v != 0 {
+				code = strconv.Itoa(v)
+			}
+		}
+		f.err = &ProviderError{Code: code, Message: c.redactString(apiErr.Message)}
 	case ae.resp.bodyErr != nil:
 		f.err = fmt.Errorf("the connection broke during the reply: %w", f.err)
 		f.retry = true
@@ -295,6 +335,21 @@ type responseInfo struct {
 type responseRecord struct {
 	mu   sync.Mutex
 	info responseInfo
+	// keepBody asks the tap for a copy of the body, up to maxKeptBody bytes; bodyTooLong says
+	// that there was more.
+	keepBody    bool
+	body        []byte
+	bodyTooLong bool
+}
+
+// maxKeptBody bounds the copy of a reply's body: a chat completion is far smaller.
+const maxKeptBody = 32 << 20
+
+// keptBody is the copy of the body the tap kept; false when it was longer than the bound.
+func (r *responseRecord) keptBody() ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.body, !r.bodyTooLong
 }
 
 func (r *responseRecord) get() responseInfo {
@@ -305,7 +360,8 @@ func (r *responseRecord) get() responseInfo {
 
 // headerTap is the http.RoundTripper under go-openai. go-openai's errors carry the status
 // but not the headers, so the tap notes the status, the retry headers and any failure to read
-// the body in the record the request's context carries.
+// the body in the record the request's context carries. When the record asks for it, the tap
+// also keeps a copy of the body, which the client decodes with its own types.
 type headerTap struct {
 	base http.RoundTripper
 }
@@ -343,12 +399,17 @@ type tapBody struct {
 
 func (b *tapBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.rec.mu.Lock()
-		if b.rec.info.bodyErr == nil {
-			b.rec.info.bodyErr = err
+	b.rec.mu.Lock()
+	defer b.rec.mu.Unlock()
+	if b.rec.keepBody && n > 0 {
+		if len(b.rec.body)+n > maxKeptBody {
+			b.rec.bodyTooLong = true
+		} else {
+			b.rec.body = append(b.rec.body, p[:n]...)
 		}
-		b.rec.mu.Unlock()
+	}
+	if err != nil && err != io.EOF && b.rec.info.bodyErr == nil {
+		b.rec.info.bodyErr = err
 	}
 	return n, err
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -15,31 +16,41 @@ import (
 //
 // Tool calls are gathered by their index: a call's first delta carries its ID and name, the
 // following ones pieces of its arguments, and the deltas of parallel calls may interleave.
+// A delta whose ID differs from the one of the call at its index starts a new call: Ollama
+// sends parallel calls whole, each in its own chunk, all at index 0 with distinct IDs.
 // Some servers omit the index; their deltas go to the call with the same ID, or to a new
 // call when an unseen ID arrives, or else to the call that was last added.
 type accumulator struct {
 	content strings.Builder
 	refusal strings.Builder
-	calls   map[int]*partialCall
-	// lastIndex is the index of the call added last, for deltas that have neither an index
-	// nor an ID.
-	lastIndex int
-	// maxIndex is the highest index in calls, where a new call without an index goes.
+	// calls are in the order they began.
+	calls []*partialCall
+	// byIndex maps an index to the position in calls of the latest call at that index,
+	// which its deltas without a new ID continue.
+	byIndex map[int]int
+	// maxIndex is the highest index in byIndex, where a new call without an index goes.
 	maxIndex int
 	finish   string
 	usage    *openai.Usage
+	// err is the first error a chunk reported.
+	err *ProviderError
 }
 
 type partialCall struct {
+	// index is the index the call was given (or assigned, when it came without one).
+	index    int
 	id, name string
 	args     strings.Builder
 }
 
-func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse) {
-	if chunk.Usage != nil {
-		a.usage = chunk.Usage
+func (a *accumulator) add(ck chunk) {
+	if ck.Usage != nil {
+		a.usage = ck.Usage
 	}
-	for _, ch := range chunk.Choices {
+	if ck.Error != nil && a.err == nil {
+		a.err = ck.Error.err()
+	}
+	for _, ch := range ck.Choices {
 		if ch.Index != 0 {
 			continue
 		}
@@ -48,36 +59,30 @@ func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse) {
 		for _, d := range ch.Delta.ToolCalls {
 			a.addCall(d)
 		}
-		if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
-			a.finish = string(ch.FinishReason)
+		if ch.FinishReason != "" && ch.FinishReason != string(openai.FinishReasonNull) {
+			a.finish = ch.FinishReason
 		}
 	}
 }
 
-func (a *accumulator) addCall(d openai.ToolCall) {
-	if a.calls == nil {
-		a.calls = map[int]*partialCall{}
+func (a *accumulator) addCall(d toolCall) {
+	if a.byIndex == nil {
+		a.byIndex = map[int]int{}
 	}
-	idx, ok := a.callIndex(d)
-	switch {
-	case ok:
-	case len(a.calls) == 0:
-		idx = 0
-	case a.maxIndex < math.MaxInt:
-		idx = a.maxIndex + 1
-	default:
-		// No index is left above the others; the delta joins the last call rather than
-		// being lost.
-		idx = a.lastIndex
-	}
-	c := a.calls[idx]
-	if c == nil {
-		c = &partialCall{}
-		a.calls[idx] = c
-		a.lastIndex = idx
-		if len(a.calls) == 1 || idx > a.maxIndex {
-			a.maxIndex = idx
+	var c *partialCall
+	if d.Index != nil {
+		if pos, ok := a.byIndex[*d.Index]; ok {
+			c = a.calls[pos]
+			if d.ID != "" && c.id != "" && d.ID != c.id {
+				// A new ID at an occupied index is a new call, not more of the old one.
+				c = nil
+			}
 		}
+		if c == nil {
+			c = a.newCall(*d.Index)
+		}
+	} else {
+		c = a.callWithoutIndex(d.ID)
 	}
 	// Some servers repeat the ID and name in every delta; the first ones stand.
 	if c.id == "" {
@@ -86,31 +91,52 @@ func (a *accumulator) addCall(d openai.ToolCall) {
 	if c.name == "" {
 		c.name = d.Function.Name
 	}
-	c.args.WriteString(d.Function.Arguments)
+	c.args.WriteString(string(d.Function.Arguments))
 }
 
-// callIndex finds the call a delta belongs to; false means a new call.
-func (a *accumulator) callIndex(d openai.ToolCall) (int, bool) {
-	if d.Index != nil {
-		return *d.Index, true
-	}
-	if d.ID != "" {
-		for i, c := range a.calls {
-			if c.id == d.ID {
-				return i, true
+// callWithoutIndex finds the call a delta without an index belongs to: the call with its
+// ID, a new call for an unseen ID, else the call added last.
+func (a *accumulator) callWithoutIndex(id string) *partialCall {
+	if id != "" {
+		for _, c := range a.calls {
+			if c.id == id {
+				return c
 			}
 		}
-		return 0, false
+	} else if len(a.calls) > 0 {
+		return a.calls[len(a.calls)-1]
 	}
-	if len(a.calls) == 0 {
-		return 0, false
+	switch {
+	case len(a.calls) == 0:
+		return a.newCall(0)
+	case a.maxIndex < math.MaxInt:
+		return a.newCall(a.maxIndex + 1)
+	default:
+		// No index is left above the others; the call shares the highest.
+		return a.newCall(a.maxIndex)
 	}
-	return a.lastIndex, true
+}
+
+// newCall starts a call at index i.
+func (a *accumulator) newCall(i int) *partialCall {
+	c := &partialCall{index: i}
+	if len(a.byIndex) == 0 || i > a.maxIndex {
+		a.maxIndex = i
+	}
+	a.byIndex[i] = len(a.calls)
+	a.calls = append(a.calls, c)
+	return c
 }
 
 // reply is what the stream said, in the order of the calls' indexes. A stream without a
-// finish reason was cut short.
+// finish reason was cut short; a stream with an error chunk (OpenRouter sends one with
+// finish_reason "error" when the provider fails mid-reply) ends in that error.
 func (a *accumulator) reply() (agent.Reply, error) {
+	if a.err != nil {
+		// The provider's word on why the reply stopped; whatever came before it is not
+		// the answer.
+		return agent.Reply{}, a.err
+	}
 	if a.finish == "" {
 		return agent.Reply{}, errIncompleteStream
 	}
@@ -118,13 +144,10 @@ func (a *accumulator) reply() (agent.Reply, error) {
 	if msg.Content == "" {
 		msg.Content = a.refusal.String()
 	}
-	idx := make([]int, 0, len(a.calls))
-	for i := range a.calls {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
-	for _, i := range idx {
-		c := a.calls[i]
+	// The calls are in the order of their indexes, and of their arrival at one index.
+	calls := slices.Clone(a.calls)
+	slices.SortStableFunc(calls, func(x, y *partialCall) int { return cmp.Compare(x.index, y.index) })
+	for _, c := range calls {
 		msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
 	return agent.Reply{Message: msg, FinishReason: a.finish}, nil

@@ -2,8 +2,14 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,11 +24,11 @@ func accumulate(t *testing.T, lines []string) *accumulator {
 	t.Helper()
 	var acc accumulator
 	for i, l := range lines {
-		var chunk openai.ChatCompletionStreamResponse
-		if err := json.Unmarshal([]byte(l), &chunk); err != nil {
+		var ck chunk
+		if err := json.Unmarshal([]byte(l), &ck); err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
-		acc.add(chunk)
+		acc.add(ck)
 	}
 	return &acc
 }
@@ -62,6 +68,34 @@ func TestAccumulator(t *testing.T) {
 			wantCalls: []agent.ToolCall{
 				{ID: "call_Xa", Name: "get_weather", Arguments: `{"location": "Paris"}`},
 				{ID: "call_Yb", Name: "get_time", Arguments: `{"tz": "CET"}`},
+			},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "Ollama parallel calls, each whole at index 0",
+			chunks: []string{
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_a1","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_b2","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`,
+			},
+			wantCalls: []agent.ToolCall{
+				{ID: "call_a1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+				{ID: "call_b2", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "a new ID at an occupied index, then continued there",
+			chunks: []string{
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"a","arguments":"{"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"y","function":{"name":"b","arguments":"["}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"y","function":{"arguments":"]"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			},
+			wantCalls: []agent.ToolCall{
+				{ID: "x", Name: "a", Arguments: `{}`},
+				{ID: "y", Name: "b", Arguments: `[]`},
 			},
 			wantFinish: "tool_calls",
 		},
@@ -186,20 +220,29 @@ func FuzzAccumulator(f *testing.F) {
 {"choices":[],"usage":{"prompt_tokens":1}}
 {"choices":[{"index":0,"finish_reason":"stop"}]}`))
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":-3,"id":"n"}]}}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"x","arguments":"{}"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"arguments":"1"}},{"index":0,"function":{"arguments":"2"}}]}}]}
+{"choices":[{"index":0,"finish_reason":"tool_calls"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var (
 			acc       accumulator
 			wantText  strings.Builder
 			wantArgs  int
 			deltas    int
+			ids       = map[string]bool{}
 			finishing bool
+			failing   bool
 		)
 		for line := range bytes.Lines(data) {
-			var chunk openai.ChatCompletionStreamResponse
-			if json.Unmarshal(line, &chunk) != nil {
+			var ck chunk
+			if json.Unmarshal(line, &ck) != nil {
 				continue
 			}
-			for _, ch := range chunk.Choices {
+			if ck.Error != nil {
+				failing = true
+			}
+			for _, ch := range ck.Choices {
 				if ch.Index != 0 {
 					continue
 				}
@@ -207,14 +250,24 @@ func FuzzAccumulator(f *testing.F) {
 				for _, d := range ch.Delta.ToolCalls {
 					wantArgs += len(d.Function.Arguments)
 					deltas++
+					if d.ID != "" {
+						ids[d.ID] = true
+					}
 				}
-				if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
+				if ch.FinishReason != "" && ch.FinishReason != string(openai.FinishReasonNull) {
 					finishing = true
 				}
 			}
-			acc.add(chunk)
+			acc.add(ck)
 		}
 		reply, err := acc.reply()
+		if failing {
+			var pe *ProviderError
+			if !errors.As(err, &pe) {
+				t.Fatalf("a chunk reported an error, err = %v", err)
+			}
+			return
+		}
 		if !finishing {
 			if !errors.Is(err, errIncompleteStream) {
 				t.Fatalf("no finish reason, err = %v", err)
@@ -236,6 +289,87 @@ func FuzzAccumulator(f *testing.F) {
 		}
 		if len(reply.Message.ToolCalls) > deltas {
 			t.Errorf("%d calls from %d deltas", len(reply.Message.ToolCalls), deltas)
+		}
+		// Calls are never merged across distinct IDs: every ID a delta carried names a call.
+		for _, c := range reply.Message.ToolCalls {
+			delete(ids, c.ID)
+		}
+		if len(ids) > 0 {
+			t.Errorf("IDs %v were merged into other calls: %q", slices.Sorted(maps.Keys(ids)), reply.Message.ToolCalls)
+		}
+	})
+}
+
+// sseTransport answers every request with the same server-sent events body, without a
+// network.
+type sseTransport []byte
+
+func (b sseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       io.NopCloser(bytes.NewReader(b)),
+		Request:    req,
+	}, nil
+}
+
+// FuzzStream feeds arbitrary bodies to a streaming Complete, through go-openai's event
+// framing and this package's chunk decoding and assembly: it must not panic, and a reply it
+// accepts holds a call for every ID the stream's tool-call deltas carried, so no two calls
+// with distinct IDs were merged.
+func FuzzStream(f *testing.F) {
+	for _, name := range []string{"ollama_stream_parallel_index0.sse", "openai_stream_tool_call.sse", "vllm_stream_tool_call.sse", "openrouter_stream_reasoning_error.sse", "openrouter_stream_reasoning.sse", "azure_stream_text.sse"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"arguments\":{\"x\":1}}}]}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"b\",\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := New(Config{BaseURL: "http://fuzz.invalid/v1", Model: "m", Stream: true, MaxRetries: -1},
+			WithHTTPClient(&http.Client{Transport: sseTransport(body)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := c.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: "hi"}}})
+		if err != nil {
+			return
+		}
+		// The IDs of the deltas the client read: the data lines up to [DONE], as go-openai
+		// frames them.
+		ids := map[string]bool{}
+		for line := range bytes.Lines(body) {
+			line = bytes.TrimSpace(line)
+			data, ok := bytes.CutPrefix(line, []byte("data:"))
+			if !ok {
+				continue
+			}
+			data = bytes.TrimLeft(data, " \t")
+			if string(data) == "[DONE]" {
+				break
+			}
+			var ck chunk
+			if json.Unmarshal(data, &ck) != nil {
+				continue
+			}
+			for _, ch := range ck.Choices {
+				if ch.Index != 0 {
+					continue
+				}
+				for _, d := range ch.Delta.ToolCalls {
+					if d.ID != "" {
+						ids[d.ID] = true
+					}
+				}
+			}
+		}
+		for _, call := range reply.Message.ToolCalls {
+			delete(ids, call.ID)
+		}
+		if len(ids) > 0 {
+			t.Errorf("IDs %v were merged into other calls: %q", slices.Sorted(maps.Keys(ids)), reply.Message.ToolCalls)
 		}
 	})
 }

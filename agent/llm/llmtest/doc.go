@@ -4,7 +4,8 @@
 // A Server plays a script of Steps, one per request, in order: a text reply, tool calls (one
 // or several in parallel, with arguments that may be any raw string, valid JSON or not), an
 // error status with a Retry-After header, a broken body, a delay, a hang until the client
-// gives up, or a truncated reply. A Func step computes its reply from the request, so a
+// gives up, a truncated reply, or a reply recorded from a real provider, replayed byte for
+// byte. A Func step computes its reply from the request, so a
 // benchmark can answer any number of requests; once the script is used up the fallback step
 // answers (by default an HTTP 500 that says the script is exhausted).
 //

@@ -246,6 +246,8 @@ func (s *Server) play(ctx context.Context, w http.ResponseWriter, req Request, s
 		writeError(w, step.status, step.message)
 	case kindRaw:
 		s.writeRaw(w, req, step)
+	case kindRecording:
+		writeRecording(w, step)
 	case kindReply:
 		rep := s.reply(req, step)
 		if req.Stream {
@@ -271,6 +273,21 @@ func (s *Server) writeRaw(w http.ResponseWriter, req Request, step Step) {
 		abort(w)
 	}
 	io.WriteString(w, body)
+}
+
+func writeRecording(w http.ResponseWriter, step Step) {
+	if strings.HasPrefix(strings.TrimSpace(step.body), "{") {
+		w.Header().Set("Content-Type", "application/json")
+	} else {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	w.WriteHeader(step.status)
+	if step.truncate {
+		io.WriteString(w, step.body[:len(step.body)/2])
+		abort(w)
+	}
+	io.WriteString(w, step.body)
 }
 
 // abort cuts the connection after flushing what was written, so the client sees a reply that

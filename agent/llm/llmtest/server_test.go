@@ -492,3 +492,31 @@ func TestFuncKeepsModifiers(t *testing.T) {
 		t.Errorf("reply = %+v, want the Func's text with the Func step's usage", c)
 	}
 }
+
+func TestRecording(t *testing.T) {
+	sse := ": OPENROUTER PROCESSING\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	doc := `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	tests := []struct {
+		name, body, request, contentType string
+	}{
+		{"events", sse, streamBody, "text/event-stream"},
+		{"document", doc, chatBody, "application/json"},
+		{"events whatever was asked", sse, chatBody, "text/event-stream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.NewTest(t, llmtest.Recording(tt.body))
+			resp := post(t, context.Background(), srv.URL()+"/chat/completions", tt.request)
+			got, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK || string(got) != tt.body {
+				t.Errorf("answer %d %q, want 200 and the recording byte for byte", resp.StatusCode, got)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != tt.contentType {
+				t.Errorf("content type %q, want %q", ct, tt.contentType)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ const (
 	kindReply stepKind = iota
 	kindError
 	kindRaw
+	kindRecording
 	kindHang
 	kindFunc
 )
@@ -27,7 +28,7 @@ type Step struct {
 	// finish overrides the finish reason the reply would have.
 	finish string
 
-	// kindError and kindRaw
+	// kindError, kindRaw and kindRecording
 	status  int
 	message string
 	body    string
@@ -85,6 +86,12 @@ func Error(code int, message string) Step {
 
 // Raw answers with the given status and body, sent as is with a JSON content type.
 func Raw(code int, body string) Step { return Step{kind: kindRaw, status: code, body: body} }
+
+// Recording answers with a reply recorded from a real provider, sent exactly as given with
+// status 200, whichever mode the request asked for: a body that begins with "{" as one JSON
+// document, anything else (data: events, keep-alive comments) as a stream of server-sent
+// events. Truncate cuts it after half of its bytes.
+func Recording(body string) Step { return Step{kind: kindRecording, status: http.StatusOK, body: body} }
 
 // InvalidJSON is a 200 answer whose body is not valid JSON. A streaming request gets it as a
 // broken data line.
