@@ -1,0 +1,197 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// view is what GET /api/threads/{id} shows of a thread: its title and its messages in
+// their order, each as its ID, kind and HTML.
+func view(t *testing.T, a *Adapter, id string) (string, []string) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	th, ok := a.threads[id]
+	if !ok {
+		t.Fatalf("no thread %s", id)
+	}
+	var out []string
+	for _, e := range th.entries {
+		out = append(out, e.id+" "+e.kind+" "+e.html)
+	}
+	return th.title, out
+}
+
+// TestHistorySurvivesRestart walks a thread (a goal, the status card, a question that is
+// answered with Continue, an approval that is decided) and a thread the console learnt of
+// from the bot alone, then opens a second console on the same history: it must show the
+// same threads with the same titles, the same messages in the same order, the question and
+// the approval as decided, and edit a restored card in place.
+func TestHistorySurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopbot.db.console")
+	ctx := context.Background()
+	a1, srv1, _ := newServer(t, Config{}, WithHistory(path, 0))
+	res, body := post(t, srv1, "/api/threads", goal("goal-0001", "", "deploy the site"))
+	if res.StatusCode != 201 {
+		t.Fatalf("new thread: %d %v", res.StatusCode, body)
+	}
+	id := body["thread"].(string)
+	th := threadRef(id)
+	status, _ := a1.Post(ctx, th, bot.Message{Kind: bot.KindStatus, Title: "deploy the site", Text: "Working"})
+	question := bot.Message{Kind: bot.KindQuestion, Title: "The run needs you", Text: "Stuck. Continue?",
+		Footer:  "Reply in this thread with instructions, or choose:",
+		Buttons: []bot.Button{{ID: "act-continue", Label: "Continue", Style: bot.StylePrimary}, {ID: "act-stop", Label: "Stop"}}}
+	a1.Post(ctx, th, question)
+	res, body = post(t, srv1, "/api/actions", `{"id":"click-0001","action":"act-continue","thread":"`+id+`"}`)
+	if res.StatusCode != 200 {
+		t.Fatalf("continue: %d %v", res.StatusCode, body)
+	}
+	approval, _ := a1.Post(ctx, th, bot.Message{Kind: bot.KindApproval, Title: "Approve deploy?",
+		Buttons: []bot.Button{{ID: "act-approve", Label: "Approve"}}})
+	a1.Update(ctx, approval, bot.Message{Kind: bot.KindApproval, Title: "deploy: approved", Text: "Approved by you."})
+	a1.Update(ctx, status, bot.Message{Kind: bot.KindStatus, Title: "deploy the site", Text: "Waiting for a reply"})
+	other := threadRef("t2")
+	a1.Post(ctx, other, bot.Message{Kind: bot.KindStatus, Title: "summarise the issues", Text: "Queued"})
+
+	title, msgs := view(t, a1, id)
+	if len(msgs) != 4 {
+		t.Fatalf("before the restart: %d messages, want 4: %q", len(msgs), msgs)
+	}
+	if q := msgs[2]; strings.Contains(q, "data-action") || !strings.Contains(q, "Continue: chosen by you") {
+		t.Errorf("the answered question still offers its buttons, or does not say what was chosen: %s", q)
+	}
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	a2, srv2, _ := newServer(t, Config{}, WithHistory(path, 0))
+	title2, msgs2 := view(t, a2, id)
+	if title2 != title || title != "deploy the site" {
+		t.Errorf("title after the restart %q, before %q, want the goal", title2, title)
+	}
+	if strings.Join(msgs2, "\n") != strings.Join(msgs, "\n") {
+		t.Errorf("messages after the restart:\n%s\nwant:\n%s", strings.Join(msgs2, "\n"), strings.Join(msgs, "\n"))
+	}
+	if title, _ := view(t, a2, "t2"); title != "summarise the issues" {
+		t.Errorf("a thread known from the bot alone is named %q, want its goal", title)
+	}
+	_, list := getList(t, srv2, "/api/threads")
+	if !strings.Contains(list, `"status":"Waiting for a reply"`) || !strings.Contains(list, `"status":"Queued"`) {
+		t.Errorf("thread list after the restart: %s", list)
+	}
+
+	// The restarted bot re-sends its cards as edits of the messages it posted: they change
+	// in place, and what is new comes after everything restored.
+	if err := a2.Update(ctx, approval, bot.Message{Kind: bot.KindApproval, Title: "deploy: approved", Text: "Approved by you, again."}); err != nil {
+		t.Fatal(err)
+	}
+	a2.Post(ctx, th, bot.Message{Kind: bot.KindAnswer, Text: "Deployed."})
+	_, msgs3 := view(t, a2, id)
+	if len(msgs3) != 5 || !strings.Contains(msgs3[3], "again") || !strings.Contains(msgs3[4], "Deployed.") {
+		t.Errorf("after an edit and a post on the restarted console: %q", msgs3)
+	}
+	a2.mu.Lock()
+	entries := a2.threads[id].entries
+	for i := 1; i < len(entries); i++ {
+		if entries[i].pos <= entries[i-1].pos {
+			t.Errorf("message %d has position %d after %d: the page would reorder them", i, entries[i].pos, entries[i-1].pos)
+		}
+	}
+	a2.mu.Unlock()
+}
+
+// TestHistoryRewrite bounds the file: past its limit it is rewritten to what the console
+// holds, and what it holds after comes back the same.
+func TestHistoryRewrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console")
+	const limit = 4 << 10
+	ctx := context.Background()
+	a1, _, _ := newServer(t, Config{MaxMessages: 3}, WithHistory(path, limit))
+	th := threadRef("t1")
+	ref, _ := a1.Post(ctx, th, bot.Message{Kind: bot.KindStatus, Title: "a goal", Text: "Working"})
+	maxSize := int64(0)
+	for i := range 200 {
+		a1.Update(ctx, ref, bot.Message{Kind: bot.KindStatus, Title: "a goal", Text: "Working: step " + strings.Repeat("x", i%50)})
+		if i%10 == 0 {
+			a1.Post(ctx, th, bot.Message{Kind: bot.KindNotice, Text: "note " + strings.Repeat("y", i)})
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxSize = max(maxSize, st.Size())
+	}
+	// One record past the limit at most, before it is rewritten.
+	if maxSize > 2*limit {
+		t.Errorf("the history grew to %d bytes with a limit of %d", maxSize, limit)
+	}
+	_, msgs := view(t, a1, "t1")
+	a1.Close()
+	a2, _, _ := newServer(t, Config{MaxMessages: 3}, WithHistory(path, limit))
+	if _, msgs2 := view(t, a2, "t1"); strings.Join(msgs2, "\n") != strings.Join(msgs, "\n") {
+		t.Errorf("after a rewrite and a restart:\n%s\nwant:\n%s", strings.Join(msgs2, "\n"), strings.Join(msgs, "\n"))
+	}
+}
+
+// TestHistoryDamage skips what it cannot use: a line cut by a crash, a line that is not
+// JSON, and a record whose IDs the console would never make.
+func TestHistoryDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	line := func(r record) string {
+		b, _ := json.Marshal(r)
+		return string(b) + "\n"
+	}
+	data := line(record{Op: opThread, Thread: "t1", At: at, Title: "kept"}) +
+		"not json\n" +
+		line(record{Op: opEntry, Thread: "../etc", At: at, ID: "m1", Msg: &bot.Message{Kind: bot.KindAnswer, Text: "bad thread"}}) +
+		line(record{Op: opEntry, Thread: "t1", At: at, ID: "m2", Msg: &bot.Message{Kind: bot.KindAnswer, Text: "kept answer"}}) +
+		`{"op":"entry","thread":"t1","id":"m3","msg":{"kind":"answer","te`
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, _, _ := newServer(t, Config{}, WithHistory(path, 0))
+	title, msgs := view(t, a, "t1")
+	if title != "kept" || len(msgs) != 1 || !strings.Contains(msgs[0], "kept answer") {
+		t.Errorf("from a damaged history: %q %q", title, msgs)
+	}
+	if a.threadCount() != 1 {
+		t.Errorf("%d threads, want 1", a.threadCount())
+	}
+}
+
+// FuzzHistory feeds the console's history reader arbitrary files: it must never panic, and
+// whatever it restores must be renderable and within the console's bounds.
+func FuzzHistory(f *testing.F) {
+	f.Add([]byte(`{"op":"thread","thread":"t1","title":"x"}` + "\n" + `{"op":"entry","thread":"t1","id":"m1","msg":{"kind":"status","title":"g"}}`))
+	f.Add([]byte(`{"op":"gone","thread":"t1"}` + "\n" + `{"op":"entry","thread":"t1","id":"u1","kind":"user","user":"<b>","text":"hi"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, _, err := decodeHistory(strings.NewReader(string(data)))
+		if err != nil {
+			return
+		}
+		a, err := New(Config{MaxThreads: 3, MaxMessages: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.restore(recs)
+		if len(a.threads) > 3 {
+			t.Fatalf("%d threads restored, bound 3", len(a.threads))
+		}
+		for _, th := range a.threads {
+			if len(th.entries) > 3 {
+				t.Fatalf("%d messages restored, bound 3", len(th.entries))
+			}
+			for _, e := range th.entries {
+				checkSafeHTML(t, e.html)
+			}
+		}
+	})
+}
