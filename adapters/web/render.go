@@ -143,14 +143,14 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	if _, err := dec.Token(); err == nil {
 		return "", false
 	}
-	multiline := false
+	// The one-line arguments (a path, say) come first, the texts after them.
+	var files strings.Builder
 	var b strings.Builder
 	b.WriteString(`<div class="args">` + "\n")
 	for _, a := range args {
 		var s string
 		if json.Unmarshal(a.value, &s) == nil && strings.Contains(s, "\n") {
-			multiline = true
-			b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span>` +
+			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span>` +
 				`<pre class="arg-file"><code>` + escapeText(s) + "</code></pre></div>\n")
 			continue
 		}
@@ -163,8 +163,8 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 		}
 		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
 	}
-	b.WriteString("</div>")
-	return b.String(), multiline
+	b.WriteString(files.String() + "</div>")
+	return b.String(), files.Len() > 0
 }
 
 // botName is how the page names the bot's messages.
