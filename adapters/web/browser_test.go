@@ -494,6 +494,8 @@ func TestBrowserTwoPeople(t *testing.T) {
 		startGoal(url, annToken, "ann"),
 		chromedp.Click(chromedp.CSS(approveButton)),
 		textIn("#toasts .toast-notice", "someone other than the person who started the run"),
+		// The card itself says so too, where she is looking.
+		textIn("#messages .msg-approval .card-notice", "someone other than the person who started the run"),
 		// The refused click leaves the buttons usable and the call pending.
 		chromedp.WaitEnabled(chromedp.CSS(approveButton)),
 	); err != nil {

@@ -15,7 +15,7 @@ var allowedTags = map[string]map[string]bool{
 	"a":       {"href": true, "rel": true, "target": true},
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
 	"dl": {"class": true}, "dt": {}, "dd": {}, "span": {"class": true, "aria-hidden": true}, "footer": {"class": true},
-	"time":    {"datetime": true},
+	"time":   {"datetime": true},
 	"button": {"type": true, "class": true, "data-action": true, "data-confirm": true},
 }
 
