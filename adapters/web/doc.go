@@ -15,9 +15,10 @@
 // the time. A question's buttons go once the bot has taken a click on one of them (the bot
 // edits status and approval cards itself, never a question).
 //
-// Messages reach browsers as server-sent events, one EventSource per open page. Post and Update never wait for a browser: a subscriber whose
-// buffer is full is dropped, and its EventSource reconnects with Last-Event-ID and receives
-// every message that changed since (or a full snapshot when the ID is from another process).
+// Messages reach browsers as server-sent events, one EventSource per open page. Post and
+// Update never wait for a browser: a subscriber whose buffer is full is dropped, and its
+// EventSource reconnects with Last-Event-ID and receives every message that changed since
+// (or a full snapshot when the ID is from another process).
 //
 // Messages are rendered to HTML on the server: everything is escaped, and the Markdown of
 // the model's text, read by package bot/text's tokenizer, is turned into a small allowlist
