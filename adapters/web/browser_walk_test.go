@@ -150,8 +150,10 @@ func checkLayout(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Logf("layout at %gx%g: messages end at %g, reply box at %g (bottom %g)", l.Width, l.Height, l.MessagesRight, l.ReplyRight, l.ReplyBottom)
-	if l.MessagesRight < l.Width*2/3 || l.ReplyRight < l.Width*2/3 {
-		t.Errorf("at %g px wide the messages end at %g px and the reply box at %g px: the right third is empty", l.Width, l.MessagesRight, l.ReplyRight)
+	// Not only no empty third: the messages and the reply box use the width, up to the
+	// page's margin, so no band of any size is left on the right.
+	if l.MessagesRight < l.Width*0.95 || l.ReplyRight < l.Width*0.95 {
+		t.Errorf("at %g px wide the messages end at %g px and the reply box at %g px: the right of the window is left empty", l.Width, l.MessagesRight, l.ReplyRight)
 	}
 	if l.ReplyBottom < l.Height-2 || l.ReplyBottom > l.Height+1 {
 		t.Errorf("the reply box ends at %g px in a window %g px high: it is not pinned to the bottom", l.ReplyBottom, l.Height)
@@ -226,6 +228,15 @@ func TestBrowserWalkAcrossRestart(t *testing.T) {
 	}
 	shoot(t, ctx, shots, "3-done")
 	checkLayout(t, ctx)
+	// A wide screen too.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, ctx)
+	shoot(t, ctx, shots, "3-done-1920")
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
+	}
 	before := readView(t, ctx)
 	checkWalk(t, ctx, before)
 
