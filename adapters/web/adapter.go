@@ -300,6 +300,11 @@ func (a *Adapter) change(t *thread, e *entry, msg bot.Message) {
 	a.publishEntry(t, e)
 }
 
+// keepThread queues t's title and goal for the history file; a.mu must be held.
+func (a *Adapter) keepThread(t *thread) {
+	a.keep(record{Op: opThread, Thread: t.id, At: t.created, Updated: t.updated, Title: t.title, Mention: t.mention})
+}
+
 // keep queues rec for the history file, if the console has one; a.mu must be held.
 func (a *Adapter) keep(rec record) {
 	if a.hist != nil {
@@ -520,7 +525,7 @@ func (a *Adapter) note(t *thread, msg bot.Message) {
 		// the status card's title is, rather than by its ID.
 		if t.title == defaultTitle(t.id) && msg.Title != "" {
 			t.title = text.ClipRunes(firstLine(msg.Title), 80)
-			a.keep(record{Op: opThread, Thread: t.id, At: t.created, Updated: t.updated, Title: t.title, Mention: t.mention})
+			a.keepThread(t)
 		}
 	}
 }

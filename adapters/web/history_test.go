@@ -82,6 +82,10 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	if title, _ := view(t, a2, "t2"); title != "summarise the issues" {
 		t.Errorf("a thread known from the bot alone is named %q, want its goal", title)
 	}
+	// The page retrying its goal after the restart finds the thread it opened.
+	if _, body := post(t, srv2, "/api/threads", goal("goal-0001", "", "deploy the site")); body["thread"] != id {
+		t.Errorf("the same goal sent again after the restart went to %v, want %s", body["thread"], id)
+	}
 	_, list := getList(t, srv2, "/api/threads")
 	if !strings.Contains(list, `"status":"Waiting for a reply"`) || !strings.Contains(list, `"status":"Queued"`) {
 		t.Errorf("thread list after the restart: %s", list)
