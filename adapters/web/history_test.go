@@ -3,8 +3,10 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +200,27 @@ func FuzzHistory(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHistoryWriteFailure: a history that cannot be written (a full disk, say) leaves the
+// console working from memory and is logged once, not at every message.
+func TestHistoryWriteFailure(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	path := filepath.Join(t.TempDir(), "console")
+	a, _, _ := newServer(t, Config{}, WithHistory(path, 0), WithLogger(log))
+	// The file is closed under the history's feet: every write fails.
+	a.hist.f.Close()
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := a.Post(ctx, threadRef("t1"), bot.Message{Kind: bot.KindNotice, Text: "note " + strconv.Itoa(i)}); err != nil {
+			t.Fatalf("post with a broken history: %v", err)
+		}
+	}
+	if _, msgs := view(t, a, "t1"); len(msgs) != 3 {
+		t.Errorf("%d messages shown, want 3", len(msgs))
+	}
+	if n := strings.Count(logged.String(), "could not write the history file"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once:\n%s", n, logged.String())
+	}
 }

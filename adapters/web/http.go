@@ -315,6 +315,7 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 	if t == nil {
 		t = a.thread(newThreadID(who.id()), text.ClipRunes(firstLine(ev.Text), 80))
 		t.mention = ev.ID
+		a.keepThread(t)
 		a.add(t, &entry{id: "u" + ev.ID, kind: kindUser, user: ev.User.Name, text: ev.Text, event: ev.ID})
 	}
 	id := t.id
