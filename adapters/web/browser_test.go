@@ -501,6 +501,7 @@ func TestBrowserTwoPeople(t *testing.T) {
 	); err != nil {
 		t.Fatalf("browser, ann: %v", err)
 	}
+	shoot(t, annCtx, screenshots(t), "5-refused-click")
 	if d := annDialogs(); len(d) != 1 || !strings.Contains(d[0], "dangerous") {
 		t.Errorf("ann's confirmations %q, want one that says the call is dangerous", d)
 	}

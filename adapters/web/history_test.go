@@ -224,3 +224,43 @@ func TestHistoryWriteFailure(t *testing.T) {
 		t.Errorf("the failure was logged %d times, want once:\n%s", n, logged.String())
 	}
 }
+
+// TestQuestionChosen: a question's buttons go when the bot takes a click on one of them,
+// and only then: a click the bot refuses (a notice) leaves them, and the cards the bot
+// edits itself (approvals) are left to it.
+func TestQuestionChosen(t *testing.T) {
+	question := bot.Message{Kind: bot.KindQuestion, Title: "The run needs you", Footer: "or choose:",
+		Buttons: []bot.Button{{ID: "act-continue", Label: "Continue"}, {ID: "act-stop", Label: "Stop"}}}
+	approval := bot.Message{Kind: bot.KindApproval, Title: "Approve deploy?", Buttons: []bot.Button{{ID: "act-approve", Label: "Approve"}}}
+	tests := []struct {
+		name, notice, action string
+		wantQuestion         string // what the question's card must contain
+		wantApprovalLive     bool
+	}{
+		{"continue taken", "", "act-continue", "Continue: chosen by you", true},
+		{"stop taken", "", "act-stop", "Stop: chosen by you", true},
+		{"refused", "Only the person who started this run or an approver can do that.", "act-continue", `data-action="act-continue"`, true},
+		{"approval", "", "act-approve", `data-action="act-continue"`, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, srv, rec := newServer(t, Config{})
+			rec.notice = tt.notice
+			th := threadRef("t1")
+			ctx := context.Background()
+			a.Post(ctx, th, question)
+			a.Post(ctx, th, approval)
+			res, body := post(t, srv, "/api/actions", `{"id":"click-000`+strconv.Itoa(i)+`","action":"`+tt.action+`","thread":"t1"}`)
+			if res.StatusCode != 200 {
+				t.Fatalf("click: %d %v", res.StatusCode, body)
+			}
+			_, msgs := view(t, a, "t1")
+			if !strings.Contains(msgs[0], tt.wantQuestion) {
+				t.Errorf("question after the click:\n%s\nwant it to contain %q", msgs[0], tt.wantQuestion)
+			}
+			if live := strings.Contains(msgs[1], `data-action="act-approve"`); live != tt.wantApprovalLive {
+				t.Errorf("approval card live %v, want %v: the console must leave it to the bot", live, tt.wantApprovalLive)
+			}
+		})
+	}
+}
