@@ -96,13 +96,39 @@ type entry struct {
 // kindUser is the kind of an entry a person typed.
 const kindUser = "user"
 
-// render renders e as the page shows it: a chat row with its author, avatar and time.
-func (e *entry) render() {
+// render renders e, of thread t, as the page shows it: a chat row with its author, avatar
+// and time. A status card whose title is a goal the thread shows as a person's message
+// (the bot titles a run's card with its goal) goes without it, so the goal is not shown
+// twice.
+func (e *entry) render(t *thread) {
 	if e.kind == kindUser {
 		e.html = renderRow(e.user, e.sent, renderUserMessage(e.text))
 		return
 	}
-	e.html = renderRow("", e.sent, renderMessage(e.msg))
+	m := e.msg
+	if m.Kind == bot.KindStatus && t.shows(m.Title) {
+		m.Title = ""
+	}
+	e.html = renderRow("", e.sent, renderMessage(m))
+}
+
+// shows reports whether title is the text of a person's message in t, or its start cut
+// with an ellipsis.
+func (t *thread) shows(title string) bool {
+	if title == "" {
+		return false
+	}
+	cut, clipped := strings.CutSuffix(title, text.Ellipsis)
+	for _, e := range t.entries {
+		if e.kind != kindUser {
+			continue
+		}
+		goal := strings.TrimSpace(e.text)
+		if goal == title || clipped && strings.HasPrefix(goal, cut) {
+			return true
+		}
+	}
+	return false
 }
 
 // record is e as a line of the history; at is when it changed.
@@ -295,7 +321,7 @@ func (t *thread) entry(id string) *entry {
 func (a *Adapter) change(t *thread, e *entry, msg bot.Message) {
 	a.seq++
 	e.seq, e.kind, e.msg = a.seq, string(msg.Kind), msg
-	e.render()
+	e.render(t)
 	a.keep(e.record(t.id, a.now()))
 	a.publishEntry(t, e)
 }
@@ -387,7 +413,7 @@ func (a *Adapter) restore(recs []record) {
 			} else {
 				e.user, e.text = r.User, r.Text
 			}
-			e.render()
+			e.render(t)
 			t.updated = latest(t.updated, r.At)
 		}
 	}
@@ -497,7 +523,7 @@ func (a *Adapter) forgetOldest() {
 func (a *Adapter) add(t *thread, e *entry) *entry {
 	a.seq++
 	e.pos, e.seq, e.sent = a.seq, a.seq, a.now()
-	e.render()
+	e.render(t)
 	a.keep(e.record(t.id, e.sent))
 	t.entries = append(t.entries, e)
 	if len(t.entries) > a.cfg.MaxMessages {

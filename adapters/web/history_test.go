@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/bot/text"
 )
 
 // view is what GET /api/threads/{id} shows of a thread: its title and its messages in
@@ -262,5 +263,29 @@ func TestQuestionChosen(t *testing.T) {
 				t.Errorf("approval card live %v, want %v: the console must leave it to the bot", live, tt.wantApprovalLive)
 			}
 		})
+	}
+}
+
+// TestGoalShownOnce: the status card, which the bot titles with the run's goal, goes
+// without its title in a thread that shows the goal as the person's message already.
+func TestGoalShownOnce(t *testing.T) {
+	tests := []struct {
+		title string
+		shown bool
+	}{
+		{"deploy the site to production", false},
+		{"deploy the site t" + text.Ellipsis, false},
+		{"a later goal", true},
+		{"deploy" + text.Ellipsis + " elsewhere", true},
+	}
+	for i, tt := range tests {
+		a, srv, _ := newServer(t, Config{})
+		_, body := post(t, srv, "/api/threads", goal("goal-000"+strconv.Itoa(i), "", "deploy the site to production"))
+		id := body["thread"].(string)
+		a.Post(context.Background(), threadRef(id), bot.Message{Kind: bot.KindStatus, Title: tt.title, Text: "Working"})
+		_, msgs := view(t, a, id)
+		if shown := strings.Contains(msgs[1], "msg-title"); shown != tt.shown {
+			t.Errorf("status card titled %q: title shown %v, want %v", tt.title, shown, tt.shown)
+		}
 	}
 }

@@ -138,6 +138,7 @@
       msg.append(p);
     }
     p.textContent = text;
+    p.scrollIntoView({ block: 'nearest' });
   }
 
   function connect() {
