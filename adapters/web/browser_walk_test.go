@@ -301,3 +301,58 @@ func checkWalk(t *testing.T, ctx context.Context, v pageView) {
 		t.Errorf("the approval card shows the file as %q, want %q", file, reportContent)
 	}
 }
+
+// TestBrowserRestartPendingKeepsOrder restarts loopbot while an approval waits, with the
+// console's history: the restarted bot re-sends the status and approval cards as edits,
+// which must land in place (not appended, the approval above the status card), and the
+// Approve there, pressed from the keyboard, must finish the run.
+func TestBrowserRestartPendingKeepsOrder(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	dbPath := filepath.Join(t.TempDir(), "bot.db")
+	history := web.WithHistory(dbPath+".console", 0)
+	acfg := agent.Config{MaxSteps: 10}
+
+	first := serveWith(t, dbPath, "127.0.0.1:0", model, []agent.Tool{tool}, acfg, bot.Config{}, web.Config{}, history)
+	first.start(t)
+	url, addr := first.srv.URL, first.addr()
+	if err := chromedp.Do(ctx, startGoal(url, "", "you")); err != nil {
+		t.Fatalf("browser, first process: %v", err)
+	}
+	before := readView(t, ctx)
+	first.stop(t)
+
+	second := serveWith(t, dbPath, addr, model, []agent.Tool{tool}, acfg, bot.Config{}, web.Config{}, history)
+	second.start(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Reload(),
+		textIn("#conn", "live"),
+		chromedp.WaitVisible(chromedp.CSS(approveButton)),
+	); err != nil {
+		t.Fatalf("browser, after the restart: %v", err)
+	}
+	after := readView(t, ctx)
+	kinds := func(v pageView) string {
+		var k []string
+		for _, m := range v.Messages {
+			k = append(k, strings.Fields(m)[0]+" "+strings.Fields(m)[1])
+		}
+		return strings.Join(k, ", ")
+	}
+	if kinds(after) != kinds(before) || !strings.HasSuffix(kinds(after), "approval") || after.Title != "deploy the site" {
+		t.Errorf("after the restart the thread %q holds %s; before, %q held %s", after.Title, kinds(after), before.Title, kinds(before))
+	}
+	// "a" approves the thread's pending call when no text box has the focus.
+	if err := chromedp.Do(ctx,
+		chromedp.Blur(chromedp.CSS("#reply")),
+		chromedp.KeyEvent("a"),
+		textIn("#messages .msg-approval", "Approved by you"),
+		textIn("#messages .msg-answer", "Deployed v1.2"),
+	); err != nil {
+		t.Fatalf("browser, approve from the keyboard: %v", err)
+	}
+	if n := tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+}

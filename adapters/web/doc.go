@@ -13,7 +13,8 @@
 // edit. Without a history, the bot's next post or edit recreates the thread it goes to.
 // Each message is shown as a chat row: the author's initials as an avatar, their name and
 // the time. A question's buttons go once the bot has taken a click on one of them (the bot
-// edits status and approval cards itself, never a question).
+// edits status and approval cards itself, never a question). Outside the reply box, the
+// keys A and R press the latest pending approval's Approve and Reject.
 //
 // Messages reach browsers as server-sent events, one EventSource per open page. Post and
 // Update never wait for a browser: a subscriber whose buffer is full is dropped, and its

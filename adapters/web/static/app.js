@@ -112,6 +112,12 @@
     // Rendered by the server from an allowlist, with every text escaped.
     el.innerHTML = m.html;
     localTimes(el);
+    for (const [key, sel] of Object.entries(shortcuts)) {
+      for (const b of el.querySelectorAll(sel)) {
+        b.setAttribute('aria-keyshortcuts', key);
+        b.title = `Shortcut: ${key}`;
+      }
+    }
     if (stick) box.scrollTop = box.scrollHeight;
   }
 
@@ -287,6 +293,22 @@
       toast(err.message, 'error');
       all.forEach((x) => { x.disabled = false; });
     }
+  });
+
+  // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
+  // box has the focus. It is the same click as the mouse's, confirmation and all.
+  const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
+  document.addEventListener('keydown', (e) => {
+    if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    const sel = shortcuts[e.key];
+    if (!sel) return;
+    const buttons = [...$('messages').querySelectorAll(sel)].filter((b) => !b.disabled);
+    const b = buttons[buttons.length - 1];
+    if (!b) return;
+    e.preventDefault();
+    b.click();
   });
 
   window.addEventListener('hashchange', route);
