@@ -387,7 +387,10 @@ func (a *Adapter) restore(recs []record) {
 		switch r.Op {
 		case opThread:
 			t := a.thread(r.Thread, r.Title)
-			t.title, t.created, t.mention = r.Title, r.At, r.Mention
+			if r.Title != "" {
+				t.title = r.Title
+			}
+			t.created, t.mention = r.At, r.Mention
 			t.updated = latest(t.updated, r.At, r.Updated)
 		case opGone:
 			delete(a.threads, r.Thread)

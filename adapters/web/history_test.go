@@ -179,6 +179,7 @@ func TestHistoryDamage(t *testing.T) {
 func FuzzHistory(f *testing.F) {
 	f.Add([]byte(`{"op":"thread","thread":"t1","title":"x"}` + "\n" + `{"op":"entry","thread":"t1","id":"m1","msg":{"kind":"status","title":"g"}}`))
 	f.Add([]byte(`{"op":"gone","thread":"t1"}` + "\n" + `{"op":"entry","thread":"t1","id":"u1","kind":"user","user":"<b>","text":"hi"}`))
+	f.Add([]byte(`{"op":"thread","thread":"t1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, _, err := decodeHistory(strings.NewReader(string(data)))
 		if err != nil {
@@ -193,6 +194,9 @@ func FuzzHistory(f *testing.F) {
 			t.Fatalf("%d threads restored, bound 3", len(a.threads))
 		}
 		for _, th := range a.threads {
+			if th.title == "" {
+				t.Fatalf("thread %s restored without a title", th.id)
+			}
 			if len(th.entries) > 3 {
 				t.Fatalf("%d messages restored, bound 3", len(th.entries))
 			}
