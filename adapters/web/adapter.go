@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -50,6 +51,10 @@ type Adapter struct {
 	seeAll []string
 	// warning is shown on every page when approver rules cannot be enforced here.
 	warning string
+	// hist keeps the view across restarts (WithHistory); nil keeps it in memory only.
+	hist      *history
+	histPath  string
+	histLimit int64
 
 	mu      sync.Mutex
 	seq     uint64 // the last change's sequence number
@@ -77,10 +82,65 @@ type entry struct {
 	id   string
 	pos  uint64 // the sequence number it was created at: its place in the thread
 	seq  uint64 // the sequence number of its last change
-	kind string // a bot.MessageKind, or "user" for what a person typed
+	kind string // a bot.MessageKind, or kindUser for what a person typed
+	sent time.Time
+	// msg is the bot's message; user and text are a person's.
+	msg  bot.Message
+	user string
+	text string
 	html string
 	// event is the delivery that added a person's message, so a double submit adds it once.
 	event string
+}
+
+// kindUser is the kind of an entry a person typed.
+const kindUser = "user"
+
+// render renders e, of thread t, as the page shows it: a chat row with its author, avatar
+// and time. A status card whose title is a goal the thread shows as a person's message
+// (the bot titles a run's card with its goal) goes without it, so the goal is not shown
+// twice.
+func (e *entry) render(t *thread) {
+	if e.kind == kindUser {
+		e.html = renderRow(e.user, e.sent, renderUserMessage(e.text))
+		return
+	}
+	m := e.msg
+	if m.Kind == bot.KindStatus && t.shows(m.Title) {
+		m.Title = ""
+	}
+	e.html = renderRow("", e.sent, renderMessage(m))
+}
+
+// shows reports whether title is the text of a person's message in t, or its start cut
+// with an ellipsis.
+func (t *thread) shows(title string) bool {
+	if title == "" {
+		return false
+	}
+	cut, clipped := strings.CutSuffix(title, text.Ellipsis)
+	for _, e := range t.entries {
+		if e.kind != kindUser {
+			continue
+		}
+		goal := strings.TrimSpace(e.text)
+		if goal == title || clipped && strings.HasPrefix(goal, cut) {
+			return true
+		}
+	}
+	return false
+}
+
+// record is e as a line of the history; at is when it changed.
+func (e *entry) record(threadID string, at time.Time) record {
+	r := record{Op: opEntry, Thread: threadID, At: at, Sent: e.sent, ID: e.id, Kind: e.kind, Event: e.event}
+	if e.kind == kindUser {
+		r.User, r.Text = e.user, e.text
+	} else {
+		m := e.msg
+		r.Msg = &m
+	}
+	return r
 }
 
 // Option configures an Adapter.
@@ -91,6 +151,14 @@ func WithClock(now func() time.Time) Option { return func(a *Adapter) { a.now = 
 
 // WithLogger sets the logger for what the console's users are not shown.
 func WithLogger(l *slog.Logger) Option { return func(a *Adapter) { a.log = l } }
+
+// WithHistory keeps the console's view in a file at path, so that after a restart its
+// threads and messages are as they were (history.go). cmd/loopbot puts it next to the
+// bot's database. limit is the size past which the file is rewritten to what the console
+// holds; zero means DefaultHistoryBytes.
+func WithHistory(path string, limit int64) Option {
+	return func(a *Adapter) { a.histPath, a.histLimit = path, limit }
+}
 
 // WithPolicy tells the console the bot's approver rules. Its approvers see every thread
 // (they may decide on any run), and rules that need to tell people apart decide whether
@@ -140,7 +208,27 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	if err := a.checkIdentityRules(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
 	}
+	if a.histPath != "" {
+		h, recs, err := openHistory(a.histPath, a.histLimit, a.log)
+		if err != nil {
+			return nil, fmt.Errorf("new web console: %w", err)
+		}
+		a.restore(recs)
+		a.hist = h
+	}
 	return a, nil
+}
+
+// Close writes what the history has queued and closes its file. The console must not be
+// used after.
+func (a *Adapter) Close() error {
+	if a.hist == nil {
+		return nil
+	}
+	if err := a.hist.close(); err != nil {
+		return fmt.Errorf("close web console history: %w", err)
+	}
+	return nil
 }
 
 // checkIdentityRules refuses, or warns of, approver rules that a single-identity console
@@ -183,12 +271,12 @@ func (a *Adapter) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (
 	if err := ctx.Err(); err != nil {
 		return bot.MessageRef{}, fmt.Errorf("post to web console: %w", err)
 	}
-	html := renderMessage(msg)
+	defer a.flushHistory()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t := a.thread(th.Thread, "")
 	a.msgs++
-	e := a.add(t, fmt.Sprintf("m%s-%d", a.epoch, a.msgs), string(msg.Kind), html, "")
+	e := a.add(t, &entry{id: fmt.Sprintf("m%s-%d", a.epoch, a.msgs), kind: string(msg.Kind), msg: msg})
 	a.touch(t, msg)
 	return bot.MessageRef{Thread: th, ID: e.id}, nil
 }
@@ -206,26 +294,143 @@ func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messag
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("update web console message: %w", err)
 	}
-	html := renderMessage(msg)
+	defer a.flushHistory()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t := a.thread(ref.Thread.Thread, "")
-	var e *entry
-	for _, x := range t.entries {
-		if x.id == ref.ID {
-			e = x
-			break
-		}
-	}
-	if e == nil {
-		a.add(t, ref.ID, string(msg.Kind), html, "")
+	if e := t.entry(ref.ID); e == nil {
+		a.add(t, &entry{id: ref.ID, kind: string(msg.Kind), msg: msg})
 	} else {
-		a.seq++
-		e.seq, e.kind, e.html = a.seq, string(msg.Kind), html
-		a.publishEntry(t, e)
+		a.change(t, e, msg)
 	}
 	a.touch(t, msg)
 	return nil
+}
+
+// entry is the entry of t with id, or nil.
+func (t *thread) entry(id string) *entry {
+	for _, e := range t.entries {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// change replaces e's message with msg and pushes it; a.mu must be held.
+func (a *Adapter) change(t *thread, e *entry, msg bot.Message) {
+	a.seq++
+	e.seq, e.kind, e.msg = a.seq, string(msg.Kind), msg
+	e.render(t)
+	a.keep(e.record(t.id, a.now()))
+	a.publishEntry(t, e)
+}
+
+// keepThread queues t's title and goal for the history file; a.mu must be held.
+func (a *Adapter) keepThread(t *thread) {
+	a.keep(record{Op: opThread, Thread: t.id, At: t.created, Updated: t.updated, Title: t.title, Mention: t.mention})
+}
+
+// keep queues rec for the history file, if the console has one; a.mu must be held.
+func (a *Adapter) keep(rec record) {
+	if a.hist != nil {
+		a.hist.add(rec)
+	}
+}
+
+// flushHistory writes what the history has queued, and rewrites the file when it has grown
+// past its limit. a.mu must not be held.
+func (a *Adapter) flushHistory() {
+	if a.hist == nil || !a.hist.flush() {
+		return
+	}
+	h := a.hist
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	a.mu.Lock()
+	// What is queued is in the view already, so the snapshot holds it.
+	h.take()
+	snap := a.snapshot()
+	a.mu.Unlock()
+	h.rewrite(snap)
+}
+
+// snapshot is the whole view as history records, threads oldest first, each followed by
+// its messages in their order; a.mu must be held.
+func (a *Adapter) snapshot() [][]byte {
+	list := make([]*thread, 0, len(a.threads))
+	for _, t := range a.threads {
+		list = append(list, t)
+	}
+	slices.SortFunc(list, func(x, y *thread) int { return x.created.Compare(y.created) })
+	var out [][]byte
+	line := func(r record) {
+		b, err := json.Marshal(r)
+		if err != nil {
+			panic(fmt.Sprintf("marshal console history record: %v", err))
+		}
+		out = append(out, append(b, '\n'))
+	}
+	for _, t := range list {
+		line(record{Op: opThread, Thread: t.id, At: t.created, Updated: t.updated, Title: t.title, Mention: t.mention})
+		for _, e := range t.entries {
+			line(e.record(t.id, e.sent))
+		}
+	}
+	return out
+}
+
+// restore rebuilds the view from the history's records, in their order. It runs in New,
+// before anyone can see the console.
+func (a *Adapter) restore(recs []record) {
+	for _, r := range recs {
+		switch r.Op {
+		case opThread:
+			t := a.thread(r.Thread, r.Title)
+			if r.Title != "" {
+				t.title = r.Title
+			}
+			t.created, t.mention = r.At, r.Mention
+			t.updated = latest(t.updated, r.At, r.Updated)
+		case opGone:
+			delete(a.threads, r.Thread)
+		case opEntry:
+			t := a.thread(r.Thread, "")
+			e := t.entry(r.ID)
+			if e == nil {
+				e = &entry{id: r.ID, sent: r.Sent, event: r.Event}
+				a.seq++
+				e.pos = a.seq
+				t.entries = append(t.entries, e)
+				if len(t.entries) > a.cfg.MaxMessages {
+					t.entries[0] = nil
+					t.entries = t.entries[1:]
+				}
+			}
+			a.seq++
+			e.seq, e.kind = a.seq, r.Kind
+			if r.Msg != nil {
+				e.msg = *r.Msg
+				e.kind = string(r.Msg.Kind)
+				a.note(t, e.msg)
+			} else {
+				e.user, e.text = r.User, r.Text
+			}
+			e.render(t)
+			t.updated = latest(t.updated, r.At)
+		}
+	}
+}
+
+// latest is the latest of ts.
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }
 
 // Notify shows text to one user: every page that user has open gets it. It is not kept; a
@@ -285,11 +490,12 @@ func (a *Adapter) thread(id, title string) *thread {
 		a.forgetOldest()
 	}
 	if title == "" {
-		title = "Thread " + id
+		title = defaultTitle(id)
 	}
 	now := a.now()
 	t := &thread{id: id, title: title, created: now, updated: now}
 	a.threads[id] = t
+	a.keep(record{Op: opThread, Thread: id, At: now, Title: title})
 	a.publishSummary(t)
 	return t
 }
@@ -307,6 +513,7 @@ func (a *Adapter) forgetOldest() {
 		return
 	}
 	delete(a.threads, old.id)
+	a.keep(record{Op: opGone, Thread: old.id, At: a.now()})
 	for s := range a.subs {
 		if s.thread == old.id {
 			a.drop(s)
@@ -315,10 +522,12 @@ func (a *Adapter) forgetOldest() {
 	a.publish(newEvent("", "thread-gone", threadGone{ID: old.id}), a.viewers(old.id))
 }
 
-// add appends a new entry to t and pushes it; a.mu must be held.
-func (a *Adapter) add(t *thread, id, kind, html, event string) *entry {
+// add appends e, a new entry, to t and pushes it; a.mu must be held.
+func (a *Adapter) add(t *thread, e *entry) *entry {
 	a.seq++
-	e := &entry{id: id, pos: a.seq, seq: a.seq, kind: kind, html: html, event: event}
+	e.pos, e.seq, e.sent = a.seq, a.seq, a.now()
+	e.render(t)
+	a.keep(e.record(t.id, e.sent))
 	t.entries = append(t.entries, e)
 	if len(t.entries) > a.cfg.MaxMessages {
 		t.entries[0] = nil
@@ -328,14 +537,26 @@ func (a *Adapter) add(t *thread, id, kind, html, event string) *entry {
 	return e
 }
 
-// touch records that t changed, keeps its status line current and announces it; a.mu
-// must be held.
+// touch records that t changed, notes what msg says of it and announces it; a.mu must be
+// held.
 func (a *Adapter) touch(t *thread, msg bot.Message) {
 	t.updated = a.now()
+	a.note(t, msg)
+	a.publishSummary(t)
+}
+
+// note keeps t's status line current and names it by its goal if the console did not see
+// the goal; a.mu must be held.
+func (a *Adapter) note(t *thread, msg bot.Message) {
 	if msg.Kind == bot.KindStatus {
 		t.status = text.ClipRunes(firstLine(msg.Text), 80)
+		// A thread the console learnt of from the bot alone is named by its goal, which
+		// the status card's title is, rather than by its ID.
+		if t.title == defaultTitle(t.id) && msg.Title != "" {
+			t.title = text.ClipRunes(firstLine(msg.Title), 80)
+			a.keepThread(t)
+		}
 	}
-	a.publishSummary(t)
 }
 
 // publishSummary announces t, new or changed, to the pages of those who may see it; a.mu
@@ -361,6 +582,9 @@ type threadSummary struct {
 func (t *thread) summary() threadSummary {
 	return threadSummary{ID: t.id, Title: t.title, Status: t.status, Created: t.created, Updated: t.updated}
 }
+
+// defaultTitle names a thread whose goal the console has not seen.
+func defaultTitle(id string) string { return "Thread " + id }
 
 // randomID returns n random bytes in hex.
 func randomID(n int) string {

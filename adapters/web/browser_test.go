@@ -126,6 +126,7 @@ func (d *deploy) count() int {
 type daemon struct {
 	db  *store.DB
 	bot *bot.Bot
+	con *web.Adapter
 	srv *httptest.Server
 	// refused gets the path of every event stream request answered 404.
 	refused chan string
@@ -136,6 +137,12 @@ type daemon struct {
 // port), with the bot built but not started: start starts it.
 func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deploy, cfg bot.Config, webCfg web.Config) *daemon {
 	t.Helper()
+	return serveWith(t, dbPath, addr, model, []agent.Tool{tool}, agent.Config{MaxSteps: 10}, cfg, webCfg)
+}
+
+// serveWith is serve with the agent's tools and configuration, and the console's options.
+func serveWith(t *testing.T, dbPath, addr string, model *llmtest.Server, tools []agent.Tool, acfg agent.Config, cfg bot.Config, webCfg web.Config, opts ...web.Option) *daemon {
+	t.Helper()
 	db, err := store.Open(dbPath)
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +151,12 @@ func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 10}, client, []agent.Tool{tool})
+	ag, err := agent.New(acfg, client, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
 	webCfg.Banner = "DEMO MODE: a scripted model is playing a sample run"
-	con, err := web.New(webCfg, web.WithPolicy(cfg.Policy))
+	con, err := web.New(webCfg, append([]web.Option{web.WithPolicy(cfg.Policy)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +169,7 @@ func serve(t *testing.T, dbPath, addr string, model *llmtest.Server, tool *deplo
 	if err != nil {
 		t.Fatalf("listen on %s: %v", addr, err)
 	}
-	d := &daemon{db: db, bot: b, refused: make(chan string, 64)}
+	d := &daemon{db: db, bot: b, con: con, refused: make(chan string, 64)}
 	h := con.HTTPHandler(b)
 	d.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
@@ -210,6 +217,9 @@ func (d *daemon) stop(t *testing.T) {
 	d.srv.Close()
 	if err := d.db.Close(); err != nil {
 		t.Errorf("close store: %v", err)
+	}
+	if err := d.con.Close(); err != nil {
+		t.Errorf("close console: %v", err)
 	}
 }
 
@@ -484,11 +494,14 @@ func TestBrowserTwoPeople(t *testing.T) {
 		startGoal(url, annToken, "ann"),
 		chromedp.Click(chromedp.CSS(approveButton)),
 		textIn("#toasts .toast-notice", "someone other than the person who started the run"),
+		// The card itself says so too, where she is looking.
+		textIn("#messages .msg-approval .card-notice", "someone other than the person who started the run"),
 		// The refused click leaves the buttons usable and the call pending.
 		chromedp.WaitEnabled(chromedp.CSS(approveButton)),
 	); err != nil {
 		t.Fatalf("browser, ann: %v", err)
 	}
+	shoot(t, annCtx, screenshots(t), "5-refused-click")
 	if d := annDialogs(); len(d) != 1 || !strings.Contains(d[0], "dangerous") {
 		t.Errorf("ann's confirmations %q, want one that says the call is dangerous", d)
 	}

@@ -6,17 +6,26 @@
 // Reject, failure summaries and the answer. A reply box continues the thread or answers the run's question.
 //
 // The adapter keeps the console's threads and their messages in memory, bounded by
-// Config.MaxThreads and Config.MaxMessages. They are the console's view only: the runs
-// themselves are durable in the bot's store, and after a restart the bot's next post or edit
-// recreates the thread it goes to. Messages reach browsers as server-sent events, one
-// EventSource per open page. Post and Update never wait for a browser: a subscriber whose
-// buffer is full is dropped, and its EventSource reconnects with Last-Event-ID and receives
-// every message that changed since (or a full snapshot when the ID is from another process).
+// Config.MaxThreads and Config.MaxMessages, and with WithHistory in a file of its own
+// (history.go), from which it rebuilds them after a restart: titles, messages in their
+// order, cards as last shown. They are the console's view only: the runs themselves are
+// durable in the bot's store, and the bot's edits after a restart find the messages they
+// edit. Without a history, the bot's next post or edit recreates the thread it goes to.
+// Each message is shown as a chat row: the author's initials as an avatar, their name and
+// the time. A question's buttons go once the bot has taken a click on one of them (the bot
+// edits status and approval cards itself, never a question). Outside the reply box, the
+// keys A and R press the latest pending approval's Approve and Reject.
+//
+// Messages reach browsers as server-sent events, one EventSource per open page. Post and
+// Update never wait for a browser: a subscriber whose buffer is full is dropped, and its
+// EventSource reconnects with Last-Event-ID and receives every message that changed since
+// (or a full snapshot when the ID is from another process).
 //
 // Messages are rendered to HTML on the server: everything is escaped, and the Markdown of
 // the model's text, read by package bot/text's tokenizer, is turned into a small allowlist
 // of elements (paragraphs, emphasis, strike-through, code, code blocks, lists, quotes, and
-// links to http and https only). Pages carry a strict
+// links to http and https only). An approval's arguments that hold text of several lines,
+// as write_file's content does, are shown as that text in a code block. Pages carry a strict
 // Content-Security-Policy with no inline script, so even a rendering mistake cannot run
 // code.
 //

@@ -315,10 +315,12 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 	if t == nil {
 		t = a.thread(newThreadID(who.id()), text.ClipRunes(firstLine(ev.Text), 80))
 		t.mention = ev.ID
-		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
+		a.keepThread(t)
+		a.add(t, &entry{id: "u" + ev.ID, kind: kindUser, user: ev.User.Name, text: ev.Text, event: ev.ID})
 	}
 	id := t.id
 	a.mu.Unlock()
+	a.flushHistory()
 	a.deliver(w, r, h, ev, id, http.StatusCreated)
 }
 
@@ -334,11 +336,12 @@ func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, b
 	a.mu.Lock()
 	t, ok := a.visible(who, id)
 	if ok && !slices.ContainsFunc(t.entries, func(e *entry) bool { return e.event == ev.ID }) {
-		a.add(t, "u"+ev.ID, "user", renderUserMessage(ev.User.Name, ev.Text), ev.ID)
+		a.add(t, &entry{id: "u" + ev.ID, kind: kindUser, user: ev.User.Name, text: ev.Text, event: ev.ID})
 		t.updated = a.now()
 		a.publishSummary(t)
 	}
 	a.mu.Unlock()
+	a.flushHistory()
 	if !ok {
 		writeError(w, http.StatusNotFound, "no thread "+id)
 		return
@@ -381,7 +384,38 @@ func (a *Adapter) deliver(w http.ResponseWriter, r *http.Request, h bot.Handler,
 		writeError(w, http.StatusInternalServerError, "loopbot could not take this; the server log says why")
 		return
 	}
+	if ev.Kind == bot.EventAction && res.Notice == "" && !res.Duplicate {
+		a.chosen(threadID, ev.ActionID, ev.User)
+	}
 	writeJSON(w, status, postResult{Thread: threadID, Notice: res.Notice, Duplicate: res.Duplicate})
+}
+
+// chosen marks the question card that holds the button actionID as decided once the bot
+// has taken its click: its buttons go and its footer says who chose what. The bot edits
+// the cards it keeps current (status and approval cards) itself, but it never edits a
+// question again, whose Continue and Stop would otherwise stay live after the run went on.
+func (a *Adapter) chosen(threadID, actionID string, who bot.User) {
+	defer a.flushHistory()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.threads[threadID]
+	if !ok {
+		return
+	}
+	for _, e := range t.entries {
+		if e.kind != string(bot.KindQuestion) {
+			continue
+		}
+		i := slices.IndexFunc(e.msg.Buttons, func(b bot.Button) bool { return b.ID == actionID })
+		if i < 0 {
+			continue
+		}
+		msg := e.msg
+		msg.Footer = msg.Buttons[i].Label + ": chosen by " + who.Name + " at " + a.now().UTC().Format("15:04 UTC") + "."
+		msg.Buttons = nil
+		a.change(t, e, msg)
+		return
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

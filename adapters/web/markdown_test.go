@@ -10,11 +10,12 @@ import (
 
 // allowedTags is every element the renderers may emit, with the attributes each may carry.
 var allowedTags = map[string]map[string]bool{
-	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "del": {}, "code": {}, "pre": {}, "blockquote": {},
+	"p": {"class": true}, "br": {}, "strong": {}, "em": {}, "del": {}, "code": {}, "pre": {"class": true}, "blockquote": {},
 	"ul": {"class": true}, "ol": {}, "li": {"class": true},
 	"a":       {"href": true, "rel": true, "target": true},
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
-	"dl": {"class": true}, "dt": {}, "dd": {}, "span": {"class": true}, "footer": {"class": true},
+	"dl": {"class": true}, "dt": {}, "dd": {}, "span": {"class": true, "aria-hidden": true}, "footer": {"class": true},
+	"time":   {"datetime": true},
 	"button": {"type": true, "class": true, "data-action": true, "data-confirm": true},
 }
 

@@ -1,7 +1,12 @@
 package web
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/bot/text"
@@ -55,13 +60,21 @@ func renderMessage(m bot.Message) string {
 		b.WriteString(`<dl class="fields">` + "\n")
 		for _, f := range m.Fields {
 			b.WriteString("<dt>" + escapeText(f.Name) + "</dt>")
-			if f.Code {
+			if args, ok := fileArgs(m, f); ok {
+				b.WriteString("<dd>" + args + "</dd>\n")
+			} else if f.Code {
 				b.WriteString("<dd><pre><code>" + escapeText(f.Value) + "</code></pre></dd>\n")
 			} else {
 				b.WriteString("<dd>" + escapeText(f.Value) + "</dd>\n")
 			}
 		}
 		b.WriteString("</dl>\n")
+	}
+	// A footer that ends in a colon introduces the buttons ("Reply in this thread with
+	// instructions, or choose:"), so it goes above them; any other is a closing line.
+	lead := m.Footer != "" && len(m.Buttons) > 0 && strings.HasSuffix(m.Footer, ":")
+	if lead {
+		b.WriteString(`<p class="msg-lead">` + escapeText(m.Footer) + "</p>\n")
 	}
 	if len(m.Buttons) > 0 {
 		b.WriteString(`<div class="buttons">` + "\n")
@@ -81,7 +94,7 @@ func renderMessage(m bot.Message) string {
 		}
 		b.WriteString("</div>\n")
 	}
-	if m.Footer != "" {
+	if m.Footer != "" && !lead {
 		b.WriteString(`<footer class="msg-footer">` + escapeText(m.Footer) + "</footer>\n")
 	}
 	b.WriteString("</article>\n")
@@ -89,9 +102,114 @@ func renderMessage(m bot.Message) string {
 }
 
 // renderUserMessage renders what a person typed in the console, shown as they wrote it.
-func renderUserMessage(name, text string) string {
+// Who wrote it is said by the row around it (renderRow).
+func renderUserMessage(text string) string {
 	return `<article class="msg msg-user">` + "\n" +
-		`<h3 class="msg-author">` + escapeText(name) + "</h3>\n" +
 		`<div class="msg-text"><p class="plain">` + escapeText(text) + "</p></div>\n" +
 		"</article>\n"
+}
+
+// fileArgs renders an approval card's arguments as a person reads them when some argument
+// is text of several lines, as write_file's content is: each argument on a line of its
+// own, and the text as a block of code, rather than one JSON string full of \n. Arguments
+// that are not one JSON object (cut for length, say) are left to the code field.
+func fileArgs(m bot.Message, f bot.Field) (string, bool) {
+	if m.Kind != bot.KindApproval || f.Name != "Arguments" || !f.Code {
+		return "", false
+	}
+	type arg struct {
+		name  string
+		value json.RawMessage
+	}
+	var args []arg
+	dec := json.NewDecoder(strings.NewReader(f.Value))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false
+		}
+		args = append(args, arg{tok.(string), v})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return "", false
+	}
+	if _, err := dec.Token(); err == nil {
+		return "", false
+	}
+	// The one-line arguments (a path, say) come first, the texts after them.
+	var files strings.Builder
+	var b strings.Builder
+	b.WriteString(`<div class="args">` + "\n")
+	for _, a := range args {
+		var s string
+		if json.Unmarshal(a.value, &s) == nil && strings.Contains(s, "\n") {
+			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span>` +
+				`<pre class="arg-file"><code>` + escapeText(s) + "</code></pre></div>\n")
+			continue
+		}
+		if json.Unmarshal(a.value, &s) != nil {
+			var c bytes.Buffer
+			if json.Compact(&c, a.value) != nil {
+				return "", false
+			}
+			s = c.String()
+		}
+		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
+	}
+	b.WriteString(files.String() + "</div>")
+	return b.String(), files.Len() > 0
+}
+
+// botName is how the page names the bot's messages.
+const botName = "loopbot"
+
+// renderRow wraps a rendered message in a chat row: an avatar of initials, the author's
+// name and the time it was sent (UTC here; the page shows it in the reader's own zone).
+// author is "" for the bot.
+func renderRow(author string, sent time.Time, inner string) string {
+	side, name := "from-bot", botName
+	if author != "" {
+		side, name = "from-person", author
+	}
+	return `<div class="row-chat ` + side + `">` + "\n" +
+		`<span class="avatar" aria-hidden="true">` + escapeText(initials(name)) + "</span>\n" +
+		`<div class="bubble">` + "\n" +
+		`<div class="meta"><span class="author">` + escapeText(name) + `</span> <time datetime="` +
+		sent.UTC().Format(time.RFC3339) + `">` + sent.UTC().Format("15:04") + "</time></div>\n" +
+		inner + "</div>\n</div>\n"
+}
+
+// initials are the avatar's letters: the first letter of name and of its next word, so
+// "ann.lee" is AL and "bob" is B.
+func initials(name string) string {
+	var out []rune
+	next := true
+	for _, r := range name {
+		switch {
+		case r == '@':
+			return strings.ToUpper(string(out))
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if next && len(out) < 2 {
+				out = append(out, r)
+			}
+			next = false
+		default:
+			next = true
+		}
+	}
+	if len(out) == 0 {
+		r, _ := utf8.DecodeRuneInString(name)
+		if r == utf8.RuneError {
+			return "?"
+		}
+		out = append(out, r)
+	}
+	return strings.ToUpper(string(out))
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -78,6 +79,29 @@ func TestRenderMessageGolden(t *testing.T) {
 			Footer:  "Reply in this thread with instructions, or choose:",
 			Buttons: []bot.Button{{ID: "act-continue", Label: "Continue", Style: bot.StylePrimary}, {ID: "act-stop", Label: "Stop", Style: bot.StyleDanger}},
 		}},
+		// The demo's answer quotes the goal: a quote, not a ">".
+		{"answer_quote", bot.Message{
+			Kind: bot.KindAnswer,
+			Text: "Done. I looked at the workspace and wrote **report.md** with a short report on your goal:\n\n> deploy the site\n\n(This is loopbot's demo mode.)",
+		}},
+		// write_file's content shows as the file it will be, not a JSON string.
+		{"approval_file", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Demo report\\n\\n<b>Goal</b>: deploy\\n\",\n  \"mode\": {\"append\": false}\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+			},
+			Buttons: []bot.Button{{ID: "act-approve-2", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-2", Label: "Reject", Style: bot.StyleDanger}},
+		}},
+		// Cut arguments are no JSON object: they stay the code field they were.
+		{"approval_cut", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve write_file?",
+			Fields: []bot.Field{{Name: "Arguments", Value: "{\n  \"content\": \"a\\nb\n(cut: the run's transcript has the full arguments)", Code: true}},
+		}},
+		{"question_chosen", bot.Message{
+			Kind: bot.KindQuestion, Title: "The run needs you", Text: "The same call failed 3 times. Continue?",
+			Footer: "Continue: chosen by you at 10:04 UTC.",
+		}},
 		{"notice", bot.Message{Kind: bot.KindNotice, Text: "Queued bob's request; it starts when the current run in this thread ends (1 waiting)."}},
 		{"unknown_kind", bot.Message{Kind: "\"><script>", Text: "shown as a notice"}},
 		{"hostile", bot.Message{
@@ -95,9 +119,27 @@ func TestRenderMessageGolden(t *testing.T) {
 			golden(t, tt.name, got)
 		})
 	}
+	t.Run("rows", func(t *testing.T) {
+		sent := time.Date(2026, 11, 25, 10, 4, 59, 0, time.FixedZone("X", 3600))
+		got := renderRow("", sent, renderMessage(bot.Message{Kind: bot.KindAnswer, Text: "hi"})) +
+			renderRow("ann.lee <admin>", sent, renderUserMessage("hello"))
+		checkSafeHTML(t, got)
+		golden(t, "rows", got)
+	})
 	t.Run("user", func(t *testing.T) {
-		got := renderUserMessage("ann <admin>", "please <b>fix</b> it\njavascript:alert(1)")
+		got := renderUserMessage("please <b>fix</b> it\njavascript:alert(1)")
 		checkSafeHTML(t, got)
 		golden(t, "user", got)
 	})
+}
+
+func TestInitials(t *testing.T) {
+	for _, tt := range []struct{ name, want string }{
+		{"loopbot", "L"}, {"ann", "A"}, {"ann.lee", "AL"}, {"ann lee smith", "AL"},
+		{"bob@example.com", "B"}, {"émile_zola", "ÉZ"}, {"<>", "<"}, {"", "?"}, {"42", "4"},
+	} {
+		if got := initials(tt.name); got != tt.want {
+			t.Errorf("initials(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
 }

@@ -45,7 +45,10 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		if demo {
 			wc.Banner = demoBanner
 		}
-		a, err := web.New(wc, web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy))
+		// The console keeps its view next to the database, so it survives a restart as the
+		// runs do.
+		a, err := web.New(wc, web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy),
+			web.WithHistory(cfg.Store.Path+".console", 0))
 		if err != nil {
 			return nil, fmt.Errorf("web console: %w", err)
 		}

@@ -111,7 +111,40 @@
     el.dataset.kind = m.kind;
     // Rendered by the server from an allowlist, with every text escaped.
     el.innerHTML = m.html;
+    localTimes(el);
+    for (const [key, sel] of Object.entries(shortcuts)) {
+      for (const b of el.querySelectorAll(sel)) {
+        b.setAttribute('aria-keyshortcuts', key);
+        b.title = `Shortcut: ${key}`;
+      }
+    }
     if (stick) box.scrollTop = box.scrollHeight;
+  }
+
+  // The server writes times in UTC; the reader sees them in their own zone.
+  function localTimes(el) {
+    for (const t of el.querySelectorAll('time[datetime]')) {
+      const d = new Date(t.getAttribute('datetime'));
+      if (Number.isNaN(d.getTime())) continue;
+      t.textContent = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      t.title = d.toLocaleString();
+    }
+  }
+
+  // cardNotice shows the bot's answer to a click that changed nothing (who may decide, say)
+  // on the card itself, where the person is looking; the card's next edit replaces it.
+  function cardNotice(button, text) {
+    const msg = button.closest('.msg');
+    if (!msg) return;
+    let p = msg.querySelector('.card-notice');
+    if (!p) {
+      p = document.createElement('p');
+      p.className = 'card-notice';
+      p.setAttribute('role', 'status');
+      msg.append(p);
+    }
+    p.textContent = text;
+    p.scrollIntoView({ block: 'nearest' });
   }
 
   function connect() {
@@ -252,11 +285,30 @@
       // A notice means the click changed nothing (not allowed, say): the card stays as it
       // was, so its buttons must work again. A click that did change the card gets it
       // re-rendered, buttons and all.
-      if (d.notice) all.forEach((x) => { x.disabled = false; });
+      if (d.notice) {
+        all.forEach((x) => { x.disabled = false; });
+        cardNotice(b, d.notice);
+      }
     } catch (err) {
       toast(err.message, 'error');
       all.forEach((x) => { x.disabled = false; });
     }
+  });
+
+  // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
+  // box has the focus. It is the same click as the mouse's, confirmation and all.
+  const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
+  document.addEventListener('keydown', (e) => {
+    if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    const sel = shortcuts[e.key];
+    if (!sel) return;
+    const buttons = [...$('messages').querySelectorAll(sel)].filter((b) => !b.disabled);
+    const b = buttons[buttons.length - 1];
+    if (!b) return;
+    e.preventDefault();
+    b.click();
   });
 
   window.addEventListener('hashchange', route);
