@@ -317,7 +317,7 @@ func (r *runner) onlyIdempotentReady() bool {
 // model is asked again.
 func (r *runner) emptyReply(ctx context.Context) error {
 	st := r.st
-	st.Messages = append(st.Messages, Message{Role: RoleUser, Content: "Your last reply was empty. Call a tool, or answer the goal in text."})
+	st.Messages = append(st.Messages, Message{Role: RoleUser, Content: "Your last reply was empty. " + st.nextStep()})
 	st.ConsecutiveFailures++
 	if st.ConsecutiveFailures >= r.a.cfg.MaxConsecutiveFailures {
 		return r.tooManyFailures(ctx)

@@ -321,7 +321,8 @@ func (st *State) Decide(callID string, d Decision) error {
 
 // Respond resumes a run that awaits input. For ask_user the text is the answer to the
 // model's question; for other pauses (stuck, failures, sanity, model errors) it is an
-// optional instruction, and empty text simply means continue.
+// optional instruction; empty text means go on, and the model is told what its state calls
+// for (continuation.go).
 func (st *State) Respond(text, from string) error {
 	if st.Status != StatusAwaitingInput || st.Pause == nil {
 		return fmt.Errorf("respond: %w", ErrNotPending)
@@ -334,13 +335,15 @@ func (st *State) Respond(text, from string) error {
 		c.Status = CallSucceeded
 		c.Output = "The user (" + from + ") answered: " + text
 	} else {
-		st.ConsecutiveFailures = 0
-		st.RepeatedCall, st.RepeatedError = Streak{}, Streak{}
-		msg := "Continue."
+		msg := st.nudge(st.Pause)
 		if strings.TrimSpace(text) != "" {
 			msg = "The user (" + from + ") says: " + text
 		}
-		st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
+		st.ConsecutiveFailures = 0
+		st.RepeatedCall, st.RepeatedError = Streak{}, Streak{}
+		if msg != "" {
+			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
+		}
 	}
 	return st.resume(StatusAwaitingInput, time.Time{})
 }

@@ -1,0 +1,80 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/loopbot/loopbot/agent"
+)
+
+// TestNaturalContinuation checks what the model is sent when a person lets a paused run go on
+// without a word: a nudge derived from the state, or nothing at all.
+func TestNaturalContinuation(t *testing.T) {
+	lastUser := func(req agent.Request) string {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if m := req.Messages[i]; m.Role == agent.RoleUser && !strings.HasPrefix(m.Content, "Your plan so far") {
+				return m.Content
+			}
+		}
+		return ""
+	}
+	t.Run("after failures: reassess, naming the failure", func(t *testing.T) {
+		bad := &fakeTool{name: "bad", fn: failing("disk full")}
+		llm := newLLM(t, calls(call("bad", `{"q":"1"}`)), calls(call("bad", `{"q":"2"}`)), text("I will stop."))
+		r := newRun(t, newAgent(t, llm.model, agent.Config{MaxConsecutiveFailures: 2, MaxToolRetries: 10, StuckThreshold: 10}, []agent.Tool{bad}), "write")
+		r.advance()
+		r.wantStatus(agent.StatusAwaitingInput)
+		if err := r.st.Respond("", "U1"); err != nil {
+			t.Fatal(err)
+		}
+		r.advance()
+		got := lastUser(llm.requests()[2])
+		if !strings.Contains(got, "reassess") || !strings.Contains(got, "bad: disk full (2)") || strings.Contains(got, "Continue.") {
+			t.Errorf("nudge after failures = %q", got)
+		}
+	})
+	t.Run("when stuck: reflect, and the plan's next step", func(t *testing.T) {
+		look := &fakeTool{name: "look", readOnly: true}
+		plan := call("update_plan", `{"plan":[{"step":"find the config","status":"done"},{"step":"read the logs","status":"pending"}]}`)
+		llm := newLLM(t, calls(plan), calls(call("look", `{"q":"a"}`)), calls(call("look", `{"q":"a"}`)), text("done"))
+		r := newRun(t, newAgent(t, llm.model, agent.Config{StuckThreshold: 2}, []agent.Tool{look}), "debug it")
+		r.advance()
+		r.wantStatus(agent.StatusAwaitingInput)
+		if r.st.Pause.Kind != agent.PauseStuck {
+			t.Fatalf("pause = %+v", r.st.Pause)
+		}
+		if err := r.st.Respond("", "U1"); err != nil {
+			t.Fatal(err)
+		}
+		r.advance()
+		got := lastUser(llm.requests()[3])
+		if !strings.Contains(got, "Reflect on why") || !strings.Contains(got, "next step of your plan: read the logs") {
+			t.Errorf("nudge when stuck = %q", got)
+		}
+	})
+	t.Run("after a model error: nothing added", func(t *testing.T) {
+		llm := newLLM(t, failure(400), text("back"))
+		r := newRun(t, newAgent(t, llm.model, agent.Config{}, nil), "x")
+		r.advance()
+		r.wantStatus(agent.StatusAwaitingInput)
+		before := len(r.st.Messages)
+		if err := r.st.Respond("", "U1"); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.st.Messages) != before {
+			t.Errorf("resuming after a model error added %q", r.st.Messages[len(r.st.Messages)-1].Content)
+		}
+		r.advance()
+		r.wantStatus(agent.StatusCompleted)
+	})
+	t.Run("an empty reply: pointed at the next step", func(t *testing.T) {
+		plan := call("update_plan", `{"plan":[{"step":"write the summary","status":"in_progress"}]}`)
+		llm := newLLM(t, calls(plan), text(""), text("Summary: all good."))
+		r := newRun(t, newAgent(t, llm.model, agent.Config{}, nil), "summarise")
+		r.advance()
+		r.wantStatus(agent.StatusCompleted)
+		if got := lastUser(llm.requests()[2]); !strings.Contains(got, "empty") || !strings.Contains(got, "write the summary") {
+			t.Errorf("nudge after an empty reply = %q", got)
+		}
+	})
+}
