@@ -261,6 +261,11 @@ func (r *runner) step(ctx, wctx context.Context) error {
 			return r.emptyReply(ctx)
 		}
 		st.Messages = append(st.Messages, msg)
+		if asksQuestion(msg.Content) {
+			// A reply that ends by asking the person something is not an answer: the run
+			// waits for theirs.
+			return r.pause(ctx, Pause{Kind: PauseQuestion, Reason: "The model asks a question.", Question: msg.Content})
+		}
 		return r.complete(ctx, msg.Content)
 	}
 
@@ -572,7 +577,12 @@ func (r *runner) report() int {
 			st.RepeatedError.hit(c.Error)
 		}
 		if c.Name != updatePlanName {
-			st.RepeatedCall.hit(c.Name + "\x00" + canonicalArgs(c.Arguments))
+			key := c.Name + "\x00" + canonicalArgs(c.Arguments)
+			st.RepeatedCall.hit(key)
+			st.Recent = append(st.Recent, key)
+			if n := len(st.Recent); n > recentCalls {
+				st.Recent = st.Recent[n-recentCalls:]
+			}
 		}
 	}
 	return failed
@@ -604,6 +614,9 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	}
 	if st.RepeatedCall.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same tool call was made %d times in a row; the run looks stuck.", st.RepeatedCall.Count)})
+	}
+	if p := cycle(st.Recent, cfg.StuckThreshold); p > 0 {
+		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same %d tool calls were made in a cycle %d times; the run looks stuck.", p, cfg.StuckThreshold)})
 	}
 	if st.RepeatedError.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same error came back %d times in a row; the run looks stuck.", st.RepeatedError.Count)})

@@ -78,3 +78,43 @@ func TestNaturalContinuation(t *testing.T) {
 		}
 	})
 }
+
+// TestStuckInACycle holds the cycle rule: a run going round two calls (A B A B A B) pauses as
+// stuck, as one repeating a single call does.
+func TestStuckInACycle(t *testing.T) {
+	look := &fakeTool{name: "look", readOnly: true}
+	var steps []step
+	for i := range 8 {
+		steps = append(steps, calls(call("look", `{"q":"`+string(rune('a'+i%2))+`"}`)))
+	}
+	llm := newLLM(t, append(steps, text("done"))...)
+	r := newRun(t, newAgent(t, llm.model, agent.Config{StuckThreshold: 3}, []agent.Tool{look}), "find it")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingInput)
+	if r.st.Pause.Kind != agent.PauseStuck || !strings.Contains(r.st.Pause.Reason, "cycle") {
+		t.Fatalf("pause = %+v", r.st.Pause)
+	}
+	if n := look.calls.Load(); n != 6 {
+		t.Errorf("the cycle ran %d calls before the pause, want 6", n)
+	}
+}
+
+// TestFinalQuestionAwaitsInput holds the question rule: a reply that ends by asking the person
+// something leaves the run awaiting input, and the person's answer reaches the model.
+func TestFinalQuestionAwaitsInput(t *testing.T) {
+	llm := newLLM(t, text("I found two databases. Which one should I migrate, staging or production?"), text("Migrated staging."))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, nil), "migrate the database")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingInput)
+	if r.st.Pause.Kind != agent.PauseQuestion || !strings.Contains(r.st.Pause.Question, "Which one") {
+		t.Fatalf("pause = %+v", r.st.Pause)
+	}
+	if err := r.st.Respond("staging", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if !llm.sawUserText(1, "answered: staging") {
+		t.Error("the person's answer did not reach the model")
+	}
+}

@@ -140,6 +140,8 @@ const (
 	PauseFailures   PauseKind = "failures"
 	PauseSanity     PauseKind = "sanity"
 	PauseModelError PauseKind = "model_error"
+	// PauseQuestion: the model's reply asks the person something instead of finishing.
+	PauseQuestion PauseKind = "question"
 )
 
 // Pause describes why a paused run waits and what it asks.
@@ -194,6 +196,8 @@ type State struct {
 	ToolFailures        map[string]int `json:"tool_failures,omitempty"`
 	RepeatedCall        Streak         `json:"repeated_call,omitzero"`
 	RepeatedError       Streak         `json:"repeated_error,omitzero"`
+	// Recent holds the keys of the latest calls, oldest first, for cycle detection.
+	Recent []string `json:"recent,omitempty"`
 	// Summaries hold the summarizer's digest of older tool outputs, by call ID, so that each
 	// output is summarised once.
 	Summaries map[string]string `json:"summaries,omitempty"`
@@ -339,8 +343,11 @@ func (st *State) Respond(text, from string) error {
 		if strings.TrimSpace(text) != "" {
 			msg = "The user (" + from + ") says: " + text
 		}
+		if st.Pause.Kind == PauseQuestion && strings.TrimSpace(text) != "" {
+			msg = "The user (" + from + ") answered: " + text
+		}
 		st.ConsecutiveFailures = 0
-		st.RepeatedCall, st.RepeatedError = Streak{}, Streak{}
+		st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
 		if msg != "" {
 			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
 		}

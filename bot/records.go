@@ -263,7 +263,7 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 	case rec.Status == prev:
 	case rec.Status == agent.StatusAwaitingInput:
 		text := st.Pause.Reason
-		if st.Pause.Kind == agent.PauseAskUser {
+		if st.Pause.Kind == agent.PauseAskUser || st.Pause.Kind == agent.PauseQuestion {
 			text = st.Pause.Question
 		} else {
 			rec.ContinueAction, rec.StopAction = r.newID(), r.newID()

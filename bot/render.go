@@ -44,7 +44,7 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		m := Message{Kind: KindQuestion, Title: "The run needs you", Text: it.Text}
 		switch {
 		case rec.Status != agent.StatusAwaitingInput:
-		case st.Pause.Kind == agent.PauseAskUser:
+		case st.Pause.Kind == agent.PauseAskUser || st.Pause.Kind == agent.PauseQuestion:
 			m.Title = "Question"
 			m.Footer = "Reply in this thread to answer."
 		default:
