@@ -562,6 +562,7 @@ func (r *runner) report() int {
 		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: toolContent(c)})
 		switch c.Status {
 		case CallSucceeded:
+			r.noteResult(c)
 			st.ConsecutiveFailures = 0
 			delete(st.ToolFailures, c.Name)
 			st.RepeatedError = Streak{}
@@ -614,6 +615,9 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	}
 	if st.RepeatedCall.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same tool call was made %d times in a row; the run looks stuck.", st.RepeatedCall.Count)})
+	}
+	if cfg.NoProgressSteps > 0 && st.Step-st.ProgressAt >= cfg.NoProgressSteps {
+		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("No new result and no change of plan in %d steps; the run looks stuck.", st.Step-st.ProgressAt)})
 	}
 	if p := cycle(st.Recent, cfg.StuckThreshold); p > 0 {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same %d tool calls were made in a cycle %d times; the run looks stuck.", p, cfg.StuckThreshold)})

@@ -489,7 +489,7 @@ func TestContextStaysUnderBudget(t *testing.T) {
 				return text("a log of 300 lines, nothing unusual")
 			}
 			const budget = 12000
-			cfg := agent.Config{ContextTokens: budget, ContextStrategy: strategy, MaxSteps: 40, StuckThreshold: 100}
+			cfg := agent.Config{ContextTokens: budget, ContextStrategy: strategy, MaxSteps: 40, StuckThreshold: 100, NoProgressSteps: -1}
 			r := newRun(t, newAgent(t, llm.model, cfg, []agent.Tool{read}, agent.WithSummarizer(summ.model)), "read all the files")
 			r.advance()
 			r.wantStatus(agent.StatusCompleted)

@@ -45,6 +45,9 @@ type Config struct {
 	FailureHandling        string `toml:"failure_handling"`
 	// StuckThreshold identical calls, or identical errors, in a row pause the run.
 	StuckThreshold int `toml:"stuck_threshold"`
+	// NoProgressSteps steps in a row without a new result or a changed plan pause the run (10
+	// when unset; a negative value turns the check off).
+	NoProgressSteps int `toml:"no_progress_steps"`
 
 	// ContextTokens is the prompt budget, estimated at four characters a token.
 	ContextTokens int `toml:"context_tokens"`
@@ -91,6 +94,7 @@ func (c Config) Defaults() Config {
 	set(&c.MaxToolRetries, 3)
 	set(&c.MaxConsecutiveFailures, 5)
 	set(&c.StuckThreshold, 3)
+	set(&c.NoProgressSteps, 10)
 	set(&c.ContextTokens, 32000)
 	set(&c.KeepRecent, 4)
 	set(&c.TruncateChars, 600)

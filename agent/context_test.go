@@ -53,7 +53,7 @@ func TestPromptsShareAPrefix(t *testing.T) {
 			}
 			script = append(script, text("all fetched"))
 			llm := newLLM(t, script...)
-			cfg := agent.Config{ContextTokens: tt.budget, KeepRecent: keep, MaxSteps: steps + 10, StuckThreshold: 100}
+			cfg := agent.Config{ContextTokens: tt.budget, KeepRecent: keep, MaxSteps: steps + 10, StuckThreshold: 100, NoProgressSteps: -1}
 			r := newRun(t, newAgent(t, llm.model, cfg, []agent.Tool{fetch}), "fetch every page")
 			r.advance()
 			r.wantStatus(agent.StatusCompleted)

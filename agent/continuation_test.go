@@ -1,6 +1,9 @@
 package agent_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,5 +119,33 @@ func TestFinalQuestionAwaitsInput(t *testing.T) {
 	r.wantStatus(agent.StatusCompleted)
 	if !llm.sawUserText(1, "answered: staging") {
 		t.Error("the person's answer did not reach the model")
+	}
+}
+
+// TestNoProgressPauses holds no_progress_steps: calls that bring nothing new (the same result
+// again and again, under different arguments, so neither repeat nor cycle rules see it) pause
+// the run after that many steps; a new result resets the count.
+func TestNoProgressPauses(t *testing.T) {
+	n := 0
+	poll := &fakeTool{name: "poll", readOnly: true, fn: func(context.Context, json.RawMessage) (string, error) {
+		n++
+		if n == 3 {
+			return "status: rolling out", nil // something new once
+		}
+		return "status: pending", nil
+	}}
+	var steps []step
+	for i := range 20 {
+		steps = append(steps, calls(call("poll", fmt.Sprintf(`{"q":"%d"}`, i))))
+	}
+	llm := newLLM(t, append(steps, text("done"))...)
+	r := newRun(t, newAgent(t, llm.model, agent.Config{NoProgressSteps: 4, StuckThreshold: 100}, []agent.Tool{poll}), "wait for the rollout")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingInput)
+	if r.st.Pause.Kind != agent.PauseStuck || !strings.Contains(r.st.Pause.Reason, "No new result") {
+		t.Fatalf("pause = %+v", r.st.Pause)
+	}
+	if got := poll.calls.Load(); got != 7 {
+		t.Errorf("paused after %d calls, want 7 (new results at calls 1 and 3, then 4 steps without)", got)
 	}
 }

@@ -198,6 +198,10 @@ type State struct {
 	RepeatedError       Streak         `json:"repeated_error,omitzero"`
 	// Recent holds the keys of the latest calls, oldest first, for cycle detection.
 	Recent []string `json:"recent,omitempty"`
+	// ProgressAt is the last step that brought something new: a result not seen before in
+	// the run, or a changed plan. Outputs holds hashes of the latest results, for telling.
+	ProgressAt int      `json:"progress_at,omitempty"`
+	Outputs    []string `json:"outputs,omitempty"`
 	// Summaries hold the summarizer's digest of older tool outputs, by call ID, so that each
 	// output is summarised once.
 	Summaries map[string]string `json:"summaries,omitempty"`
@@ -348,6 +352,7 @@ func (st *State) Respond(text, from string) error {
 		}
 		st.ConsecutiveFailures = 0
 		st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
+		st.ProgressAt = st.Step
 		if msg != "" {
 			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
 		}

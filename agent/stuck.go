@@ -1,6 +1,11 @@
 package agent
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+)
 
 // recentCalls is how many call keys State.Recent keeps: enough for a cycle of three calls
 // seen four times.
@@ -38,4 +43,23 @@ func asksQuestion(text string) bool {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	last := strings.TrimRight(strings.TrimSpace(lines[len(lines)-1]), "*_`~ )\"'")
 	return strings.HasSuffix(last, "?")
+}
+
+// outputsKept is how many result hashes State.Outputs keeps.
+const outputsKept = 64
+
+// noteResult records a successful call's result and moves ProgressAt when the run has not
+// seen it before: the same listing read again, or the same plan sent again, is no progress.
+func (r *runner) noteResult(c *CallRecord) {
+	st := r.st
+	sum := sha256.Sum256([]byte(c.Name + "\x00" + c.Output))
+	h := hex.EncodeToString(sum[:8])
+	if slices.Contains(st.Outputs, h) {
+		return
+	}
+	st.ProgressAt = st.Step
+	st.Outputs = append(st.Outputs, h)
+	if n := len(st.Outputs); n > outputsKept {
+		st.Outputs = st.Outputs[n-outputsKept:]
+	}
 }

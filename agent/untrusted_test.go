@@ -78,8 +78,8 @@ func TestUntrustedMarkers(t *testing.T) {
 // TestUntrustedMarkersKeepTheBudget checks that the markers' room is kept: prompts full of
 // untrusted outputs stay within the context budget once wrapped.
 func TestUntrustedMarkersKeepTheBudget(t *testing.T) {
-	page := untrustedTool{&fakeTool{name: "fetch", readOnly: true, fn: func(context.Context, json.RawMessage) (string, error) {
-		return strings.Repeat("lorem ipsum ", 200), nil
+	page := untrustedTool{&fakeTool{name: "fetch", readOnly: true, fn: func(_ context.Context, args json.RawMessage) (string, error) {
+		return string(args) + strings.Repeat(" lorem ipsum", 200), nil
 	}}}
 	for _, budget := range []int{700, 900, 1200, 1600, 2000, 3000} {
 		var steps []step

@@ -63,7 +63,7 @@ func TestCallsToAChannelAreEditIntervalApartAsThePlatformGetsThem(t *testing.T) 
 			m.add(use("step", fmt.Sprintf(`{"q":"%d"}`, i)))
 		}
 		m.add(say("All steps done."))
-		ag, err := agent.New(agent.Config{MaxSteps: 400}, m.client, []agent.Tool{step})
+		ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m.client, []agent.Tool{step})
 		if err != nil {
 			t.Fatal(err)
 		}
