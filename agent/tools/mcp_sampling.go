@@ -25,7 +25,8 @@ type MCPOption func(*Manager)
 
 // WithSamplingModel lets MCP servers ask loopbot's model for a completion (MCP sampling)
 // while one of their tools is being called; cmd passes the summarizer model. Without it
-// loopbot does not advertise sampling, and servers that need it say so themselves.
+// loopbot does not advertise sampling, and servers that need it say so themselves; a nil
+// model leaves it off too.
 func WithSamplingModel(model agent.Model) MCPOption {
 	return func(m *Manager) { m.sampler = model }
 }
