@@ -43,6 +43,8 @@ type Manager struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	// notify, when set, hears every server going up or down; tests wait on it.
 	notify func(server string, up bool)
+	// relisted, when set, hears every refresh of a server's tools after it said they changed.
+	relisted func(server string)
 	// sampler answers the servers' sampling requests; nil means sampling is not offered.
 	sampler agent.Model
 

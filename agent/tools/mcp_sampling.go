@@ -255,8 +255,11 @@ func (m *Manager) relist(ctx context.Context, s *mcpServer, session *mcp.ClientS
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, t := range listed {
 		m.addTool(s, t)
+	}
+	s.mu.Unlock()
+	if m.relisted != nil {
+		m.relisted(s.cfg.Name)
 	}
 }

@@ -268,7 +268,9 @@ func TestMCPRequestsRefusedWithoutCall(t *testing.T) {
 }
 
 func TestSamplingRequest(t *testing.T) {
-	msg := func(role string, c mcp.Content) *mcp.SamplingMessage { return &mcp.SamplingMessage{Role: mcp.Role(role), Content: c} }
+	msg := func(role string, c mcp.Content) *mcp.SamplingMessage {
+		return &mcp.SamplingMessage{Role: mcp.Role(role), Content: c}
+	}
 	tests := []struct {
 		name    string
 		params  *mcp.CreateMessageParams
