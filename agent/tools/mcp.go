@@ -456,19 +456,16 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 		return "", fmt.Errorf("MCP server %s, tool %s: %w", t.srv.cfg.Name, t.remote, err)
 	}
 	text := resultText(res)
+	// Loopbot's own words about what the server asked of it come first, before the server's
+	// content, so that a shortened transcript (runs show) still shows them.
 	note := call.note()
-	if res.IsError {
-		if note != "" {
-			return "", fmt.Errorf("MCP tool %s failed: %s\n%s", t.name, text, note)
-		}
-		return "", fmt.Errorf("MCP tool %s failed: %s", t.name, text)
-	}
-	out := wrapUntrusted("mcp://"+t.srv.cfg.Name+"/"+t.remote, "MCP tool result", text)
 	if note != "" {
-		// Loopbot's own words, after the server's wrapped content, which they are not part of.
-		out += "\n" + note
+		note += "\n"
 	}
-	return out, nil
+	if res.IsError {
+		return "", fmt.Errorf("%sMCP tool %s failed: %s", note, t.name, text)
+	}
+	return note + wrapUntrusted("mcp://"+t.srv.cfg.Name+"/"+t.remote, "MCP tool result", text), nil
 }
 
 func resultText(res *mcp.CallToolResult) string {

@@ -1,3 +1,6 @@
+//lint:file-ignore SA1019 MCP sampling is deprecated as of protocol version 2026-07-28 (SEP-2577) but stays
+// functional for at least twelve months, and servers in use still sample (issue 16).
+
 package tools
 
 import (
