@@ -190,6 +190,9 @@ func samplingRequest(p *mcp.CreateMessageParams) (agent.Request, error) {
 		req.Messages = append(req.Messages, agent.Message{Role: agent.RoleSystem, Content: p.SystemPrompt})
 	}
 	for _, msg := range p.Messages {
+		if msg == nil {
+			return agent.Request{}, errors.New("a sampling message is null")
+		}
 		var role agent.Role
 		switch msg.Role {
 		case "user":

@@ -307,3 +307,28 @@ func TestSamplingRequest(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSamplingRequest feeds servers' sampling parameters, as they come off the wire, to the
+// conversion: it must refuse or convert, never panic, and never lift the token cap.
+func FuzzSamplingRequest(f *testing.F) {
+	f.Add(`{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":100,"systemPrompt":"s"}`)
+	f.Add(`{"messages":[{"role":"assistant","content":{"type":"image","mimeType":"image/png","data":"AAAA"}}],"maxTokens":-1}`)
+	f.Add(`{"messages":[{"role":"user","content":{"type":"tool_use","id":"1","name":"x","input":{}}}],"maxTokens":99999999}`)
+	f.Add(`{"messages":[null]}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		var p mcp.CreateMessageParams
+		if json.Unmarshal([]byte(raw), &p) != nil {
+			return
+		}
+		req, err := samplingRequest(&p)
+		if err != nil {
+			return
+		}
+		if req.MaxTokens <= 0 || req.MaxTokens > maxSampleTokens {
+			t.Errorf("max tokens %d outside (0, %d]", req.MaxTokens, maxSampleTokens)
+		}
+		if len(req.Tools) != 0 {
+			t.Error("a sampling request offers tools")
+		}
+	})
+}
