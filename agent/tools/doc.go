@@ -19,7 +19,13 @@
 //
 // MCP servers, reached over stdio or streamable HTTP with the official SDK, are supervised by
 // a Manager: one that fails to start or dies is logged and restarted with backoff, and its
-// tools, named <server>__<tool>, answer with a clear error while it is down.
+// tools, named <server>__<tool>, answer with a clear error while it is down. A server may
+// sample the model given with WithSamplingModel during a call of its tools (mcp_sampling.go:
+// bounded per call, logged with the run, noted in the call's result); its requests for user
+// input are declined, and the result tells the model so. Only those two capabilities are
+// advertised. Over HTTP, idle connections are dropped before common server keep-alives end
+// and a request lost on a reused connection before any answer is sent again
+// (mcp_transport.go).
 //
 // Build turns a Config (the [tools] section of the config file, with the file's [mcp] section
 // in its MCP field) into a Set: the tools the model will see, and a listing with their risk

@@ -43,17 +43,25 @@ type Manager struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	// notify, when set, hears every server going up or down; tests wait on it.
 	notify func(server string, up bool)
+	// relisted, when set, hears every refresh of a server's tools after it said they changed.
+	relisted func(server string)
+	// sampler answers the servers' sampling requests; nil means sampling is not offered.
+	sampler agent.Model
 
+	life   context.Context // the servers' lifetime, from Start to Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 // NewManager returns a manager for the enabled servers of cfg, which Validate has accepted.
-func NewManager(cfg MCPConfig, logger *slog.Logger) *Manager {
+func NewManager(cfg MCPConfig, logger *slog.Logger, opts ...MCPOption) *Manager {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, log: logger, sleep: sleepCtx}
+	m := &Manager{cfg: cfg, log: logger, sleep: sleepCtx, life: context.Background()}
+	for _, o := range opts {
+		o(m)
+	}
 	for _, sc := range cfg.Servers {
 		if sc.Disabled {
 			continue
@@ -61,6 +69,7 @@ func NewManager(cfg MCPConfig, logger *slog.Logger) *Manager {
 		m.servers = append(m.servers, &mcpServer{
 			cfg:   sc,
 			tools: map[string]*MCPTool{},
+			calls: map[*mcpCall]struct{}{},
 			ready: make(chan struct{}),
 			poke:  make(chan struct{}, 1),
 		})
@@ -85,7 +94,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Close, not until ctx ends; ctx bounds only the wait for the first attempts.
 func (m *Manager) Start(ctx context.Context) {
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
+	m.life, m.cancel = life, cancel
 	for _, s := range m.servers {
 		m.wg.Go(func() { m.supervise(life, s) })
 	}
@@ -210,20 +219,17 @@ func (m *Manager) connect(ctx context.Context, s *mcpServer) error {
 	if err != nil {
 		return err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "loopbot", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "loopbot", Version: "1"}, m.clientOptions(s))
 	cctx, cancel := context.WithTimeout(ctx, durationOr(m.cfg.StartTimeout, defaultStartTimeout))
 	defer cancel()
 	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	var listed []*mcp.Tool
-	for t, err := range session.Tools(cctx, nil) {
-		if err != nil {
-			session.Close()
-			return fmt.Errorf("list tools: %w", err)
-		}
-		listed = append(listed, t)
+	listed, err := listTools(cctx, session)
+	if err != nil {
+		session.Close()
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,6 +238,18 @@ func (m *Manager) connect(ctx context.Context, s *mcpServer) error {
 	}
 	s.session, s.lastErr = session, nil
 	return nil
+}
+
+// listTools lists every tool the server offers, page after page.
+func listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var listed []*mcp.Tool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		listed = append(listed, t)
+	}
+	return listed, nil
 }
 
 // transport builds the way to reach a server. A stdio server gets a minimal environment
@@ -246,7 +264,7 @@ func (m *Manager) transport(sc MCPServerConfig) (mcp.Transport, error) {
 		cmd.Stderr = &logWriter{log: m.log.With("mcp_server", sc.Name)}
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 	}
-	client := &http.Client{Transport: &headerTransport{headers: sc.Headers, base: http.DefaultTransport}}
+	client := &http.Client{Transport: &headerTransport{headers: sc.Headers, base: newMCPHTTPTransport()}}
 	return &mcp.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: client, MaxRetries: 1}, nil
 }
 
@@ -332,6 +350,8 @@ type mcpServer struct {
 	session *mcp.ClientSession // nil while down
 	lastErr error
 	tools   map[string]*MCPTool
+	calls   map[*mcpCall]struct{} // the tool calls in flight
+	seq     uint64                // numbers the calls, oldest first
 }
 
 func (s *mcpServer) current() (*mcp.ClientSession, error) {
@@ -433,7 +453,9 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 	if session == nil {
 		return "", fmt.Errorf("MCP server %s is down (%v); its tools are unavailable until it restarts", t.srv.cfg.Name, down)
 	}
+	call, done := t.srv.begin(inv, t.remote)
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args})
+	done()
 	if err != nil {
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 			select {
@@ -444,10 +466,16 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 		return "", fmt.Errorf("MCP server %s, tool %s: %w", t.srv.cfg.Name, t.remote, err)
 	}
 	text := resultText(res)
-	if res.IsError {
-		return "", fmt.Errorf("MCP tool %s failed: %s", t.name, text)
+	// Loopbot's own words about what the server asked of it come first, before the server's
+	// content, so that a shortened transcript (runs show) still shows them.
+	note := call.note()
+	if note != "" {
+		note += "\n"
 	}
-	return wrapUntrusted("mcp://"+t.srv.cfg.Name+"/"+t.remote, "MCP tool result", text), nil
+	if res.IsError {
+		return "", fmt.Errorf("%sMCP tool %s failed: %s", note, t.name, text)
+	}
+	return note + wrapUntrusted("mcp://"+t.srv.cfg.Name+"/"+t.remote, "MCP tool result", text), nil
 }
 
 func resultText(res *mcp.CallToolResult) string {

@@ -32,8 +32,8 @@ type Listing struct {
 
 // Build validates cfg, builds the enabled tools and starts the MCP servers, waiting for
 // each one's first connection attempt. A server that cannot start is logged and retried; it
-// never fails Build.
-func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Set, error) {
+// never fails Build. opts configure the MCP servers' manager.
+func Build(ctx context.Context, cfg Config, logger *slog.Logger, opts ...MCPOption) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("tools config: %w", err)
 	}
@@ -69,7 +69,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Set, error) {
 		s.sources[t.Info().Spec.Name] = "builtin"
 	}
 	if len(cfg.MCP.Servers) > 0 {
-		s.mcp = NewManager(cfg.MCP, logger)
+		s.mcp = NewManager(cfg.MCP, logger, opts...)
 		s.mcp.Start(ctx)
 	}
 	return s, nil

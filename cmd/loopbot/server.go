@@ -61,7 +61,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if err != nil {
 		return nil, err
 	}
-	s.tools, err = tools.Build(ctx, cfg.ToolsConfig(), log)
+	s.tools, err = tools.Build(ctx, cfg.ToolsConfig(), log, tools.WithSamplingModel(models.summarizer))
 	if err != nil {
 		return nil, err
 	}
