@@ -481,8 +481,9 @@ func (r *runner) execute(ctx, wctx context.Context) error {
 }
 
 type callResult struct {
-	out string
-	err error
+	out   string
+	err   error
+	usage Usage // what the tool spent of the run's budget (ReportUsage)
 }
 
 // runBatch records the intent of the calls, runs them (in parallel when more than one), and
@@ -534,6 +535,7 @@ func (r *runner) runBatch(ctx, wctx context.Context, idx []int) error {
 	for k, i := range idx {
 		c := &st.Calls[i]
 		c.FinishedAt = done
+		st.Usage = st.Usage.Add(results[k].usage)
 		if err := results[k].err; err != nil {
 			c.Status, c.Error, c.Output = CallFailed, err.Error(), results[k].out
 		} else {

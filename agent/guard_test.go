@@ -217,3 +217,22 @@ func TestOversizedArgumentsRefused(t *testing.T) {
 		t.Error("the model was not told why the call was refused")
 	}
 }
+
+// TestToolUsageCountsAgainstBudget holds ReportUsage: what a tool spends of the model on the
+// run's behalf (an MCP server sampling) is added to the run's usage, and the budgets see it.
+func TestToolUsageCountsAgainstBudget(t *testing.T) {
+	sampler := &fakeTool{name: "sampler", readOnly: true, fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
+		agent.ReportUsage(ctx, agent.Usage{PromptTokens: 4000, CompletionTokens: 1000})
+		return "summarised by the server", nil
+	}}
+	llm := newLLM(t, calls(call("sampler", `{"q":"x"}`)), text("a final answer the loop must not ask for"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{MaxTokens: 3000, StuckThreshold: 100}, []agent.Tool{sampler}), "summarise")
+	r.advance()
+	r.wantStatus(agent.StatusBudgetExhausted)
+	if got := r.st.Usage.Total(); got < 5000 {
+		t.Errorf("run usage %d tokens, want the tool's 5000 counted", got)
+	}
+	if n := len(llm.requests()); n != 1 {
+		t.Errorf("%d model calls, want 1: the tool's spending should have ended the run", n)
+	}
+}

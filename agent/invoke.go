@@ -27,6 +27,8 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	sink := &usageSink{}
+	tctx = context.WithValue(tctx, usageKey{}, sink)
 
 	w := &watch{done: make(chan callResult, 1)}
 	go func() {
@@ -66,6 +68,7 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	if res.err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 		res.err = fmt.Errorf("%s timed out after %s", c.Name, timeout)
 	}
+	res.usage = sink.total()
 	return res
 }
 

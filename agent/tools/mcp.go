@@ -456,6 +456,9 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 	call, done := t.srv.begin(inv, t.remote)
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args})
 	done()
+	// What the server's sampling spent counts against the run's budget, however the call
+	// ended.
+	agent.ReportUsage(ctx, call.spent())
 	if err != nil {
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 			select {

@@ -77,6 +77,13 @@ type mcpCall struct {
 	declined int
 }
 
+// spent is what the server's sampling requests during the call used of the model.
+func (c *mcpCall) spent() agent.Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.usage
+}
+
 // note is what loopbot adds to the call's result about requests the server made during it,
 // so that the model, and whoever reads the run, sees them.
 func (c *mcpCall) note() string {
@@ -84,7 +91,7 @@ func (c *mcpCall) note() string {
 	defer c.mu.Unlock()
 	var parts []string
 	if c.samples > 0 {
-		parts = append(parts, fmt.Sprintf("[loopbot: the server consulted the model %d time(s) during this call: %d tokens, $%.4f, counted in the run's MCP sampling log]",
+		parts = append(parts, fmt.Sprintf("[loopbot: the server consulted the model %d time(s) during this call: %d tokens, $%.4f, counted in the run's budget]",
 			c.samples, c.usage.Total(), c.usage.Cost))
 	}
 	if c.declined > 0 {
