@@ -46,8 +46,9 @@ type EventKind string
 const (
 	// EventMention: the bot was mentioned with a goal; it starts a run in Thread.
 	EventMention EventKind = "mention"
-	// EventReply: a message in a thread the bot is part of; it continues the conversation or
-	// answers a question.
+	// EventReply: a message in a thread; it continues the conversation or answers a
+	// question. The bot ignores it in a thread it has no conversation in, unless the event is
+	// Direct.
 	EventReply EventKind = "reply"
 	// EventCommand: a command such as /loopbot; Command says which.
 	EventCommand EventKind = "command"
@@ -76,6 +77,10 @@ type Event struct {
 	// ActionID is set on EventAction.
 	ActionID string    `json:"action_id,omitempty"`
 	At       time.Time `json:"at,omitzero"`
+	// Direct marks a message in a direct conversation with the bot, where every message is
+	// for the bot: a reply there starts a run even in a thread the bot has no conversation
+	// in yet.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // Validate reports what is missing from an event an adapter produced.

@@ -103,7 +103,7 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 		}
 		ev.Kind = bot.EventMention
 	case m.Type == "message" && (m.ChannelType == "im" || isDM(m.Channel)):
-		ev.Kind = bot.EventMention
+		ev.Kind, ev.Direct = bot.EventMention, true
 		if m.ThreadTS != "" {
 			ev.Thread.Thread, ev.Kind = m.ThreadTS, bot.EventReply
 		}

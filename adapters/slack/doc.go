@@ -23,7 +23,8 @@
 //     typed in, or a new one under the mention): bot.EventMention. "@loopbot status" and
 //     "@loopbot cancel" are the status and cancel commands for that thread.
 //   - A message in a thread (channels, private channels, DMs) is a bot.EventReply; the bot
-//     decides whether the thread is one of its. Messages outside threads, edits, deletions
+//     ignores it unless it has a conversation in that thread (it started it or was
+//     mentioned in it). Replies in a DM are marked Direct: everything there is for the bot. Messages outside threads, edits, deletions
 //     and messages from bots (the bot itself included) are dropped.
 //   - A direct message to the bot starts a run in a thread under it, or continues one.
 //   - /loopbot <goal> posts "<@user> asked: goal" in the channel and starts the run in that
