@@ -48,6 +48,12 @@ type message struct {
 	ThreadTS    string `json:"thread_ts"`
 	Channel     string `json:"channel"`
 	ChannelType string `json:"channel_type"`
+	// Edited is set when Slack sends an app_mention again because its author edited the
+	// message: a new event_id for a goal the bot already took.
+	Edited *struct {
+		User string `json:"user"`
+		TS   string `json:"ts"`
+	} `json:"edited"`
 }
 
 // userSubtypes are the message subtypes a person writes: a reply also sent to the channel,
@@ -81,6 +87,10 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 	}
 	// The bot's own messages and other bots' are never goals or replies.
 	if m.BotID != "" || m.User == "" || m.User == self.UserID || !userSubtypes[m.Subtype] {
+		return bot.Event{}, false, nil
+	}
+	// An edit never starts a run: the mention it edits already did, or was refused.
+	if m.Edited != nil {
 		return bot.Event{}, false, nil
 	}
 	ev = bot.Event{

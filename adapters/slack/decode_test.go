@@ -61,6 +61,8 @@ func TestDecodeEvent(t *testing.T) {
 		{"other bot with a user", `{"type":"app_mention","user":"U7","bot_id":"B7","text":"<@UBOT> loop","ts":"2.000001","channel":"C1"}`, nil},
 		{"app_mention in a DM (message.im covers it)", `{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"2.000001","channel":"D1"}`, nil},
 		{"other event type", `{"type":"reaction_added","user":"U1","item":{}}`, nil},
+		{"edited mention", `{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"2.000001","channel":"C1","edited":{"user":"U1","ts":"3.000000"}}`, nil},
+		{"edited reply", `{"type":"message","channel_type":"channel","user":"U1","text":"x","ts":"2.000001","thread_ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"3.000000"}}`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,8 +24,12 @@
 //     "@loopbot cancel" are the status and cancel commands for that thread.
 //   - A message in a thread (channels, private channels, DMs) is a bot.EventReply; the bot
 //     ignores it unless it has a conversation in that thread (it started it or was
-//     mentioned in it). Replies in a DM are marked Direct: everything there is for the bot. Messages outside threads, edits, deletions
-//     and messages from bots (the bot itself included) are dropped.
+//     mentioned in it). Replies in a DM are marked Direct: everything there is for the bot.
+//     Messages outside threads, deletions and messages from bots (the bot itself included)
+//     are dropped.
+//   - An edit never starts a run: Slack sends an edited mention again as a new app_mention
+//     (new event_id, an "edited" field), and edited messages as message_changed; the
+//     adapter drops both.
 //   - A direct message to the bot starts a run in a thread under it, or continues one.
 //   - /loopbot <goal> posts "<@user> asked: goal" in the channel and starts the run in that
 //     message's thread. /loopbot status|cancel <thread link> act on a thread: Slack does not

@@ -1,7 +1,10 @@
 package slack
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -35,5 +38,48 @@ func TestE2EStrangerThreadReply(t *testing.T) {
 		if c.Method != "auth.test" && c.Method != "apps.connections.open" {
 			t.Errorf("call %s after a stranger's reply, want none", c.Method)
 		}
+	}
+}
+
+// TestE2EEditedMention: Slack sends an edited mention again as a new app_mention with a new
+// event_id (the captured payload in testdata/events/app_mention_edited.json); the edit
+// starts no second run.
+func TestE2EEditedMention(t *testing.T) {
+	e := newE2E(t, bot.Config{}, llmtest.Text("Deployed to staging."))
+	edited := fixture(t, "events/app_mention_edited.json")
+	var original map[string]any
+	if err := json.Unmarshal(edited, &original); err != nil {
+		t.Fatal(err)
+	}
+	inner := original["event"].(map[string]any)
+	delete(inner, "edited")
+	inner["text"] = "<@" + botUserID + "> deploy staging"
+	original["event_id"] = "EvOriginal"
+	e.f.send("events_api", "env-1", original)
+	e.f.nextAck()
+	if h := e.handled(); h.ev.Kind != bot.EventMention || h.res.RunID == "" {
+		t.Fatalf("original mention handled as %s with %+v, want a run", h.ev.Kind, h.res)
+	}
+	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("Deployed to staging.")))
+
+	e.f.send("events_api", "env-2", json.RawMessage(edited))
+	if a := e.f.nextAck(); a.EnvelopeID != "env-2" {
+		t.Fatalf("ack for %q, want env-2", a.EnvelopeID)
+	}
+	// The edit reaches nothing: send a stranger's reply after it and see that it is the
+	// next delivery the bot handles.
+	e.f.send("events_api", "env-3", replyCallback("EvLater", "U2", "1706785500.000100", "1706785400.000100", "unrelated"))
+	e.f.nextAck()
+	if h := e.handled(); h.ev.ID != "EvLater" {
+		t.Fatalf("the bot handled %s (%s) after the edit, want the edit dropped", h.ev.ID, h.ev.Kind)
+	}
+	var runs []*bot.RunRecord
+	e.view(func(tx bot.Tx) (err error) { runs, err = tx.Runs(bot.RunFilter{}); return err })
+	if len(runs) != 1 {
+		t.Errorf("%d runs stored, want 1: the edit started a run", len(runs))
+	}
+	e.stop()
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1", n)
 	}
 }
