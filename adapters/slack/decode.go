@@ -318,20 +318,24 @@ type command struct {
 	reply       string
 }
 
-// Replies given at once to slash commands that are not for the bot.
+// Replies given at once to slash commands that are not for the bot. The %[1]s verbs are
+// the configured command's name.
 const (
-	helpText = "Usage: `/loopbot <goal>` starts a run in a new thread. " +
-		"`/loopbot status <thread link>` and `/loopbot cancel <thread link>` act on a thread's run " +
+	helpText = "Usage: `%[1]s <goal>` starts a run in a new thread. " +
+		"`%[1]s status <thread link>` and `%[1]s cancel <thread link>` act on a thread's run " +
 		"(or mention me with `status` or `cancel` in the thread)."
 	noThreadText = "Slack does not tell apps which thread a slash command was typed in. " +
 		"Add the thread's link (Copy link on its first message), or mention me with `%s` in the thread."
-	otherChannelText = "That thread is in another channel. Run `/loopbot %s` in the thread's own channel, " +
+	otherChannelText = "That thread is in another channel. Run `%s %s` in the thread's own channel, " +
 		"or mention me there."
+	otherCommandText = "That command is not loopbot's here. Use `%[1]s <goal>`, or `%[1]s help`."
 )
 
-// decodeCommand reads a /loopbot invocation: "/loopbot <goal>", "/loopbot status <thread>"
-// or "/loopbot cancel <thread>", where <thread> is a message link or a thread timestamp.
-func decodeCommand(sc slashCommand) (command, error) {
+// decodeCommand reads an invocation of the command called name: "<name> <goal>",
+// "<name> status <thread>" or "<name> cancel <thread>", where <thread> is a message link or
+// a thread timestamp. Any other command (one routed to this app's URL by mistake, or a
+// second command of the app) is answered with otherCommandText, never run.
+func decodeCommand(sc slashCommand, name string) (command, error) {
 	if sc.TriggerID == "" || sc.UserID == "" || sc.ChannelID == "" {
 		return command{}, errors.New("decode slash command: no trigger_id, user_id or channel_id")
 	}
@@ -344,11 +348,15 @@ func decodeCommand(sc slashCommand) (command, error) {
 			User:   bot.User{ID: sc.UserID, Name: sc.UserName},
 		},
 	}
+	if !strings.EqualFold(strings.TrimSpace(sc.Command), name) {
+		c.reply = fmt.Sprintf(otherCommandText, name)
+		return c, nil
+	}
 	text := strings.TrimSpace(sc.Text)
 	word, rest, _ := strings.Cut(text, " ")
 	switch strings.ToLower(word) {
 	case "", "help":
-		c.reply = helpText
+		c.reply = fmt.Sprintf(helpText, name)
 		return c, nil
 	case "status", "cancel":
 		c.ev.Command = bot.CommandStatus
@@ -364,7 +372,7 @@ func decodeCommand(sc slashCommand) (command, error) {
 			// Anyone may paste any link; typing the command in the thread's own channel is
 			// what shows the asker can see that thread (a private channel's goal must not
 			// be shown in another channel).
-			c.reply = fmt.Sprintf(otherChannelText, strings.ToLower(word))
+			c.reply = fmt.Sprintf(otherChannelText, name, strings.ToLower(word))
 			return c, nil
 		}
 		c.ev.Thread.Thread = ts

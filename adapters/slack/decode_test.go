@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/loopbot/loopbot/bot"
@@ -146,7 +147,7 @@ func TestDecodeCommand(t *testing.T) {
 	for _, tc := range tests {
 		sc := base
 		sc.Text = tc.text
-		c, err := decodeCommand(sc)
+		c, err := decodeCommand(sc, "/loopbot")
 		if err != nil {
 			t.Fatalf("%q: %v", tc.text, err)
 		}
@@ -161,7 +162,21 @@ func TestDecodeCommand(t *testing.T) {
 			t.Errorf("%q: %+v", tc.text, c)
 		}
 	}
-	if _, err := decodeCommand(slashCommand{Text: "x"}); err == nil {
+	// Only the configured command is taken; another is answered, whatever its text.
+	for _, cmd := range []string{"/deploy", "/loopbotx", "", "/loop"} {
+		sc := base
+		sc.Command, sc.Text = cmd, "fix the build"
+		c, err := decodeCommand(sc, "/loopbot")
+		if err != nil || c.goal != "" || c.ev.Command != "" || !strings.Contains(c.reply, "not loopbot's") {
+			t.Errorf("command %q: %+v %v, want the other-command reply", cmd, c, err)
+		}
+	}
+	sc := base
+	sc.Command, sc.Text = "/ask", "fix the build"
+	if c, err := decodeCommand(sc, "/ask"); err != nil || c.goal != "fix the build" {
+		t.Errorf("configured /ask: %+v %v, want a start", c, err)
+	}
+	if _, err := decodeCommand(slashCommand{Text: "x"}, "/loopbot"); err == nil {
 		t.Error("command without trigger decoded")
 	}
 }
@@ -208,7 +223,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, err := decodeCommand(slashFromForm(v))
+		c, err := decodeCommand(slashFromForm(v), "/loopbot")
 		if err != nil || c.reply != "" {
 			return
 		}

@@ -308,7 +308,7 @@ const notAllowedText = "loopbot is not enabled in this channel."
 // fromCommand turns a slash command into a job, or into a reply to give in the
 // acknowledgement.
 func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
-	c, err := decodeCommand(sc)
+	c, err := decodeCommand(sc, s.a.cfg.Command)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))

@@ -261,5 +261,18 @@ func TestSocketSlashCommand(t *testing.T) {
 			t.Errorf("ack payload %s, want ephemeral text with %q", a.Payload, tc.want)
 		}
 	}
+	// A command by another name (an app's second command, or one routed here by mistake)
+	// starts nothing: it is answered in the ack, ephemeral.
+	other := cmd("trig-other", "C1", "fix the build")
+	other["command"] = "/deploy"
+	f.send("slash_commands", "env-other", other)
+	a := f.nextAck()
+	var body struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+	}
+	if err := json.Unmarshal(a.Payload, &body); err != nil || body.ResponseType != "ephemeral" || !strings.Contains(body.Text, "not loopbot's") || !strings.Contains(body.Text, "/loopbot") {
+		t.Errorf("ack payload %s for /deploy, want the ephemeral other-command reply", a.Payload)
+	}
 	rec.none(t)
 }
