@@ -21,6 +21,9 @@ const platform = "slack"
 type identity struct {
 	UserID string // the bot user, U…
 	BotID  string // the bot, B…
+	// TeamID is the workspace the app is installed in, T…: the Workspace of every thread
+	// the adapter names, whichever organisation's member wrote in it.
+	TeamID string
 }
 
 // The decoders below read Slack's payloads into loopbot's own small structs rather than
@@ -35,6 +38,19 @@ type callback struct {
 	EventID   string          `json:"event_id"`
 	Challenge string          `json:"challenge"`
 	Event     json.RawMessage `json:"event"`
+	// Authorizations name the installation the event is delivered for; its team is the
+	// app's own even when team_id is another organisation's (a Slack Connect channel).
+	Authorizations []struct {
+		TeamID string `json:"team_id"`
+	} `json:"authorizations"`
+}
+
+// installTeam is the workspace the app is installed in, as far as the callback tells.
+func (cb callback) installTeam() string {
+	if len(cb.Authorizations) > 0 && cb.Authorizations[0].TeamID != "" {
+		return cb.Authorizations[0].TeamID
+	}
+	return cb.TeamID
 }
 
 // message is the inner event of app_mention and message.* events.
@@ -95,7 +111,7 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 	}
 	ev = bot.Event{
 		ID:     cb.EventID,
-		Thread: bot.ThreadRef{Platform: platform, Workspace: cb.TeamID, Channel: m.Channel, Thread: m.TS},
+		Thread: bot.ThreadRef{Platform: platform, Workspace: firstOf(self.TeamID, cb.installTeam()), Channel: m.Channel, Thread: m.TS},
 		User:   bot.User{ID: m.User},
 		At:     tsTime(m.TS),
 	}

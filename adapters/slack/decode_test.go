@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -87,6 +88,33 @@ func TestDecodeEvent(t *testing.T) {
 				t.Errorf("invalid event: %v", err)
 			}
 		})
+	}
+}
+
+// TestDecodeEventTeam: the thread's workspace is the app's own team, not the team_id of
+// the envelope, which in a Slack Connect channel is the acting member's organisation. The
+// callback shape (authorizations with the installation's team) is the one Slack documents
+// for every Events API delivery and slackapi/bolt-python#1107 shows from a Connect channel.
+func TestDecodeEventTeam(t *testing.T) {
+	body := []byte(`{"token":"x","team_id":"T0EXTERNAL","api_app_id":"A1","type":"event_callback","event_id":"Ev1","event_time":1700000000,` +
+		`"event":{"type":"app_mention","user":"W0EXT","team":"T0EXTERNAL","text":"<@UBOT> hi","ts":"1700000000.000100","channel":"C1"},` +
+		`"authorizations":[{"enterprise_id":null,"team_id":"T1","user_id":"UBOT","is_bot":true,"is_enterprise_install":false}],` +
+		`"is_ext_shared_channel":true}`)
+	for _, tc := range []struct {
+		name string
+		self identity
+		body []byte
+		want string
+	}{
+		{"from authorizations", identity{UserID: botUserID}, body, "T1"},
+		{"the installation's team wins", identity{UserID: botUserID, TeamID: "T1"}, body, "T1"},
+		{"no authorizations", identity{UserID: botUserID, TeamID: "T1"}, bytes.Replace(body, []byte(`"authorizations"`), []byte(`"other"`), 1), "T1"},
+		{"authorizations only", identity{UserID: botUserID}, bytes.Replace(body, []byte(`"T0EXTERNAL","api_app_id"`), []byte(`"T1","api_app_id"`), 1), "T1"},
+	} {
+		ev, ok, err := decodeEvent(tc.body, tc.self)
+		if err != nil || !ok || ev.Thread.Workspace != tc.want {
+			t.Errorf("%s: workspace %q (ok %v, err %v), want %q", tc.name, ev.Thread.Workspace, ok, err, tc.want)
+		}
 	}
 }
 

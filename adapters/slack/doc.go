@@ -37,6 +37,11 @@
 //   - A click on one of loopbot's buttons is a bot.EventAction whose ActionID is the
 //     button's value, the opaque ID the bot gave it.
 //
+// A thread is named by the workspace the app is installed in (auth.test's team, or the
+// callback's authorizations[0].team_id), never by the team_id of the delivery: in a Slack
+// Connect channel that is the acting member's organisation (slackapi/bolt-js#687,
+// slackapi/java-slack-sdk#629), and the same thread must be one conversation for all.
+//
 // # Rendering
 //
 // Messages are Block Kit with a plain-text fallback. The model's Markdown, read by package

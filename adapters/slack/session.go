@@ -299,6 +299,7 @@ func (s *session) fromInteraction(body []byte) (job, bool) {
 		s.a.log.Debug("slack: click in a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
 		return job{}, false
 	}
+	s.ownTeam(&ev)
 	return job{ev: ev}, true
 }
 
@@ -318,7 +319,18 @@ func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
 	case !s.allowed(c.ev.Thread.Channel):
 		return job{}, notAllowedText, false
 	}
+	s.ownTeam(&c.ev)
 	return job{ev: c.ev, goal: c.goal, responseURL: c.responseURL}, "", true
+}
+
+// ownTeam names ev's thread by the workspace the app is installed in. In a Slack Connect
+// channel the team a click or command carries is the clicker's organisation, which differs
+// from member to member; the thread must be one key for all of them, and the same key as
+// its events (which decodeEvent names by the installation too).
+func (s *session) ownTeam(ev *bot.Event) {
+	if s.self.TeamID != "" {
+		ev.Thread.Workspace = s.self.TeamID
+	}
 }
 
 // ephemeral is the body of an acknowledgement that answers a slash command at once.

@@ -241,10 +241,14 @@ func TestSocketSlashCommand(t *testing.T) {
 		t.Errorf("response_url body %s", c.Values.Get("body"))
 	}
 
-	f.send("slash_commands", "env-status", cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100"))
+	// From a member of another organisation in a Slack Connect channel: the command's
+	// team_id is theirs, the thread is still named by the app's team.
+	status := cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100")
+	status["team_id"] = "T0EXTERNAL"
+	f.send("slash_commands", "env-status", status)
 	f.nextAck()
-	if ev := rec.next(t); ev.Command != bot.CommandStatus || ev.Thread.Thread != "1700000000.000100" {
-		t.Errorf("status event %+v", ev)
+	if ev := rec.next(t); ev.Command != bot.CommandStatus || ev.Thread.Thread != "1700000000.000100" || ev.Thread.Workspace != teamID {
+		t.Errorf("status event %+v, want thread 1700000000.000100 in workspace %s", ev, teamID)
 	}
 
 	// Answered in the ack itself: no thread given, and a channel loopbot does not serve.

@@ -83,3 +83,28 @@ func TestE2EEditedMention(t *testing.T) {
 		t.Errorf("%d model requests, want 1", n)
 	}
 }
+
+// TestE2ESlackConnectReply: in a Slack Connect channel, an event's team_id is the team of
+// the organisation whose member acted, not the app's (slackapi/java-slack-sdk#629,
+// slackapi/bolt-js#687: "the fields is supposed to be the ones for source workspace ... We
+// should respect authorizations[0].team_id over team_id"). A reply from an external member
+// still continues the thread an internal member started: the thread is named by the app's
+// own team.
+func TestE2ESlackConnectReply(t *testing.T) {
+	e := newE2E(t, bot.Config{}, llmtest.Text("The build is green."), llmtest.Text("All 412 tests pass."))
+	e.mention("env-1", "Ev1", "is the build green?")
+	e.handled()
+	e.log.waitCall(t, "the first answer", 1, "chat.postMessage", and(answer, blocksHave("The build is green.")))
+
+	reply := replyCallback("Ev2", "U0EXT", "1700000200.000100", rootTS, "and the tests?")
+	reply["team_id"] = "T0EXTERNAL"
+	reply["event"].(map[string]any)["team"] = "T0EXTERNAL"
+	reply["is_ext_shared_channel"] = true
+	e.f.send("events_api", "env-2", reply)
+	e.f.nextAck()
+	h := e.handled()
+	if h.ev.Thread.Workspace != teamID || h.res.RunID == "" {
+		t.Fatalf("external member's reply handled in %+v with %+v, want a follow-up run in the app's team %s", h.ev.Thread, h.res, teamID)
+	}
+	e.log.waitCall(t, "the second answer", 1, "chat.postMessage", and(answer, blocksHave("All 412 tests pass.")))
+}
