@@ -147,7 +147,13 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if conv.Active == "" {
-			rec, err := b.recs.newRun(tx, conv, ev.User, text)
+			var earlier []HistoryMessage
+			if len(conv.Runs) == 0 && ev.History != nil {
+				// A thread the bot is new to: what was said before it was asked. Once it
+				// has runs here, their goals and answers are the history.
+				earlier = ev.History.Messages
+			}
+			rec, err := b.recs.newRun(tx, conv, ev.User, text, earlier)
 			if err != nil {
 				return err
 			}
