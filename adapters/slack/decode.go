@@ -81,6 +81,17 @@ var userSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_sha
 // payload of a Socket Mode events_api envelope). ok is false for events loopbot does not
 // act on; err is set for payloads that are not valid.
 func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) {
+	ev, _, ok, err = decodeMessage(body, self)
+	return ev, ok, err
+}
+
+// decodeMessage is decodeEvent that also returns the message's own ts.
+func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool, err error) {
+	ev, ok, err = decodeCallback(body, self, &ts)
+	return ev, ts, ok, err
+}
+
+func decodeCallback(body []byte, self identity, ts *string) (ev bot.Event, ok bool, err error) {
 	var cb callback
 	if err := json.Unmarshal(body, &cb); err != nil {
 		return bot.Event{}, false, fmt.Errorf("decode event callback: %w", err)
@@ -109,6 +120,7 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 	if m.Edited != nil {
 		return bot.Event{}, false, nil
 	}
+	*ts = m.TS
 	ev = bot.Event{
 		ID:     cb.EventID,
 		Thread: bot.ThreadRef{Platform: platform, Workspace: firstOf(self.TeamID, cb.installTeam()), Channel: m.Channel, Thread: m.TS},

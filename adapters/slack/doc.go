@@ -21,7 +21,11 @@
 //
 //   - @loopbot <goal> in a channel starts a run in the mention's thread (the thread it was
 //     typed in, or a new one under the mention): bot.EventMention. "@loopbot status" and
-//     "@loopbot cancel" are the status and cancel commands for that thread.
+//     "@loopbot cancel" are the status and cancel commands for that thread. A mention in
+//     the middle of a thread carries the thread so far in Event.History, fetched by the
+//     worker before the bot sees it (conversations.replies up to the mention, the newest
+//     bot.MaxHistoryMessages; people named by users.info); a failed fetch is logged and
+//     the mention goes on without it.
 //   - A message in a thread (channels, private channels, DMs) is a bot.EventReply; the bot
 //     ignores it unless it has a conversation in that thread (it started it or was
 //     mentioned in it). Replies in a DM are marked Direct: everything there is for the bot.

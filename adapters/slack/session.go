@@ -33,6 +33,9 @@ type job struct {
 	goal string
 	// responseURL, if set, is where a notice goes instead of chat.postEphemeral.
 	responseURL string
+	// historyBefore, if set, is the ts of a mention in the middle of a thread: the thread's
+	// messages before it are fetched for ev.History.
+	historyBefore string
 }
 
 // session is one Run: the bot's identity, the handler and the workers. Whatever is put in
@@ -225,6 +228,15 @@ func (s *session) process(j job) {
 		}
 		j.ev.Thread.Thread = ts
 	}
+	if j.historyBefore != "" {
+		h, err := s.a.threadHistory(ctx, s.self, j.ev.Thread.Channel, j.ev.Thread.Thread, j.historyBefore)
+		if err != nil {
+			// The run still starts, without what was said before it was asked.
+			s.a.log.Warn("slack: fetch thread history", "event", j.ev.ID, "channel", j.ev.Thread.Channel, "err", logSafe(err))
+		} else {
+			j.ev.History = h
+		}
+	}
 	res, err := s.h.Handle(ctx, j.ev)
 	if err != nil {
 		// Slack has the ack and will not deliver this again: the person must hear that
@@ -272,7 +284,7 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 
 // fromEvent turns a decoded Events API callback into a job, or nothing.
 func (s *session) fromEvent(body []byte) (job, bool) {
-	ev, ok, err := decodeEvent(body, s.self)
+	ev, ts, ok, err := decodeMessage(body, s.self)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
@@ -283,7 +295,11 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 		s.a.log.Debug("slack: event from a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
 		return job{}, false
 	}
-	return job{ev: ev}, true
+	j := job{ev: ev}
+	if ev.Kind == bot.EventMention && ev.Thread.Thread != ts {
+		j.historyBefore = ts
+	}
+	return j, true
 }
 
 // fromInteraction turns a decoded interactivity payload into a job, or nothing.
