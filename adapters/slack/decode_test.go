@@ -213,6 +213,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1"}`))
 	f.Add(callbackJSON(`{"type":"message","channel_type":"im","user":"U1","text":"<@UBOT","ts":"1.1","thread_ts":"0.1","channel":"D1"}`))
 	f.Add([]byte(`{"type":"url_verification","challenge":"c"}`))
+	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"2.0"}}`))
+	f.Add([]byte(`{"type":"event_callback","team_id":"T2","event_id":"E","authorizations":[{"team_id":"T1"}],"event":{"type":"app_mention","user":"U1","text":"x","ts":"1.1","channel":"C1"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeEvent(body, self)
 		if err != nil && ok {
