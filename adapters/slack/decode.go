@@ -85,42 +85,37 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 	return ev, ok, err
 }
 
-// decodeMessage is decodeEvent that also returns the message's own ts.
+// decodeMessage is decodeEvent that also returns the message's own ts, which differs from
+// the thread's for a message inside a thread.
 func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool, err error) {
-	ev, ok, err = decodeCallback(body, self, &ts)
-	return ev, ts, ok, err
-}
-
-func decodeCallback(body []byte, self identity, ts *string) (ev bot.Event, ok bool, err error) {
 	var cb callback
 	if err := json.Unmarshal(body, &cb); err != nil {
-		return bot.Event{}, false, fmt.Errorf("decode event callback: %w", err)
+		return bot.Event{}, "", false, fmt.Errorf("decode event callback: %w", err)
 	}
 	if cb.Type != "event_callback" {
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	if cb.EventID == "" {
-		return bot.Event{}, false, errors.New("decode event callback: no event_id")
+		return bot.Event{}, "", false, errors.New("decode event callback: no event_id")
 	}
 	var m message
 	if err := json.Unmarshal(cb.Event, &m); err != nil {
-		return bot.Event{}, false, fmt.Errorf("decode event %s: %w", cb.EventID, err)
+		return bot.Event{}, "", false, fmt.Errorf("decode event %s: %w", cb.EventID, err)
 	}
 	if m.Channel == "" || m.TS == "" {
 		if m.Type == "app_mention" || m.Type == "message" {
-			return bot.Event{}, false, fmt.Errorf("decode event %s: %s without channel or ts", cb.EventID, m.Type)
+			return bot.Event{}, "", false, fmt.Errorf("decode event %s: %s without channel or ts", cb.EventID, m.Type)
 		}
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	// The bot's own messages and other bots' are never goals or replies.
 	if m.BotID != "" || m.User == "" || m.User == self.UserID || !userSubtypes[m.Subtype] {
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	// An edit never starts a run: the mention it edits already did, or was refused.
 	if m.Edited != nil {
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
-	*ts = m.TS
 	ev = bot.Event{
 		ID:     cb.EventID,
 		Thread: bot.ThreadRef{Platform: platform, Workspace: firstOf(self.TeamID, cb.installTeam()), Channel: m.Channel, Thread: m.TS},
@@ -134,7 +129,7 @@ func decodeCallback(body []byte, self identity, ts *string) (ev bot.Event, ok bo
 		// Direct messages arrive as message.im events, which are handled below; Slack
 		// does not send app_mention for them, and if it did the goal would run twice.
 		if isDM(m.Channel) {
-			return bot.Event{}, false, nil
+			return bot.Event{}, "", false, nil
 		}
 		if m.ThreadTS != "" {
 			ev.Thread.Thread = m.ThreadTS
@@ -149,18 +144,18 @@ func decodeCallback(body []byte, self identity, ts *string) (ev bot.Event, ok bo
 		// A message that mentions the bot also arrives as app_mention, which starts or
 		// continues the run; a message outside a thread is not the bot's business.
 		if m.ThreadTS == "" || m.ThreadTS == m.TS || mentionsMe {
-			return bot.Event{}, false, nil
+			return bot.Event{}, "", false, nil
 		}
 		ev.Thread.Thread, ev.Kind = m.ThreadTS, bot.EventReply
 	default:
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	if ev.Kind == bot.EventMention {
 		if c := commandWord(ev.Text); c != "" {
 			ev.Kind, ev.Command, ev.Text = bot.EventCommand, c, ""
 		}
 	}
-	return ev, true, nil
+	return ev, m.TS, true, nil
 }
 
 // commandWord recognises "@loopbot status" and "@loopbot cancel": the way to ask about or
