@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,41 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 		if n := deploy.calls.Load(); n != 1 {
 			t.Errorf("tool ran %d times after a second click, want 1", n)
 		}
+	})
+}
+
+// A reply in a thread the bot has no conversation in is someone else's talk: it starts
+// nothing and gets no notice, even when too long. In a direct conversation, where every
+// message is for the bot, the same reply starts a run.
+func TestReplyOnlyInOwnThreads(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{MaxGoalBytes: 64})
+		stranger := bot.ThreadRef{Platform: thread.Platform, Workspace: thread.Workspace, Channel: thread.Channel, Thread: "1700000000.999999"}
+		for _, text := range []string{"can someone review my PR?", strings.Repeat("x", 100)} {
+			if res := h.event(bot.Event{Kind: bot.EventReply, Thread: stranger, User: bob, Text: text}); res != (bot.Result{}) {
+				t.Fatalf("reply in a stranger's thread = %+v, want nothing", res)
+			}
+		}
+		h.settle()
+		if err := h.db.View(context.Background(), func(tx bot.Tx) error {
+			runs, err := tx.Runs(bot.RunFilter{})
+			if err == nil && len(runs) != 0 {
+				t.Errorf("%d runs after a stranger's reply, want 0", len(runs))
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		h.plat.mu.Lock()
+		n := len(h.plat.ops)
+		h.plat.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%d platform calls after a stranger's reply, want 0", n)
+		}
+		h.model.add(say("hello"))
+		if res := h.event(bot.Event{Kind: bot.EventReply, Thread: stranger, User: bob, Text: "hi", Direct: true}); res.RunID == "" {
+			t.Fatalf("direct reply = %+v, want a run", res)
+		}
+		h.settle()
 	})
 }

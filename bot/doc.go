@@ -34,6 +34,14 @@
 // run state, the audit entry and the outbox items commit at once. Of two clicks racing, one
 // finds nothing pending.
 //
+// A reply (EventReply) belongs to the bot only in a thread it has a Conversation in, one it
+// started or was mentioned in; anywhere else it is ignored without a word, unless the event
+// is Direct (a direct conversation, where everything is for the bot). A mention may carry
+// the thread's earlier messages (Event.History, fetched by the adapter); the first run of a
+// thread takes them in as history (history.go), the newest MaxHistoryMessages within
+// MaxHistoryBytes, people's quoted with their names as outside content, never as the
+// requester's words.
+//
 // The rules that run inside a transaction live in one type, records: creating a run, the
 // transition a checkpoint or a decision calls for, requesting approvals, the one settle
 // function that serves a person's decision and the sweeper's expiry alike, closing

@@ -280,7 +280,7 @@ func TestOversizedGoalRefused(t *testing.T) {
 				h := newHarness(t, bot.Config{MaxGoalBytes: 1024})
 				huge := strings.Repeat("x", 20<<10)
 				for range 2 {
-					res := h.event(bot.Event{Kind: kind, User: ann, Text: huge})
+					res := h.event(bot.Event{Kind: kind, User: ann, Text: huge, Direct: true})
 					if res.RunID != "" || !strings.Contains(res.Notice, "up to 1 KB") || !strings.Contains(res.Notice, "20 KB") {
 						t.Fatalf("oversized %s: %+v", kind, res)
 					}

@@ -54,6 +54,18 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	if ev.User.Bot {
 		return Result{}, nil
 	}
+	if ev.Kind == EventReply && !ev.Direct {
+		// A reply belongs to the bot only in a thread it has a conversation in (one it
+		// started or was mentioned in); anywhere else people are talking among themselves,
+		// and the bot neither answers nor tells them anything.
+		ours, err := b.hasConversation(ctx, ev.Thread)
+		if err != nil {
+			return Result{}, fmt.Errorf("handle event %s: %w", ev.ID, err)
+		}
+		if !ours {
+			return Result{}, nil
+		}
+	}
 	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
@@ -135,7 +147,13 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if conv.Active == "" {
-			rec, err := b.recs.newRun(tx, conv, ev.User, text)
+			var earlier []HistoryMessage
+			if len(conv.Runs) == 0 && ev.History != nil {
+				// A thread the bot is new to: what was said before it was asked. Once it
+				// has runs here, their goals and answers are the history.
+				earlier = ev.History.Messages
+			}
+			rec, err := b.recs.newRun(tx, conv, ev.User, text, earlier)
 			if err != nil {
 				return err
 			}
@@ -153,6 +171,22 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
 	return res, err
+}
+
+// hasConversation reports whether the bot has a conversation in thread. Conversations are
+// never deleted, so the answer cannot turn false before the reply is handled.
+func (b *Bot) hasConversation(ctx context.Context, thread ThreadRef) (bool, error) {
+	err := b.store.View(ctx, func(tx Tx) error {
+		_, err := tx.Conversation(thread)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up conversation: %w", err)
+	}
+	return true, nil
 }
 
 // conversation returns the thread's conversation, a new one if the thread has none yet.

@@ -113,8 +113,8 @@ func (r *records) refreshCards(tx Tx) error {
 
 // newRun stores a queued run of goal in conv's thread, with the thread's earlier goals and
 // answers as history, and makes it the thread's active run. The caller stores conv.
-func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string) (*RunRecord, error) {
-	var history []agent.Message
+func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string, earlier []HistoryMessage) (*RunRecord, error) {
+	history := threadHistory(earlier)
 	for _, id := range conv.Runs {
 		prev, err := tx.Run(id)
 		if err != nil {
@@ -170,7 +170,7 @@ func (r *records) nextGoal(tx Tx, thread ThreadRef) error {
 	if len(conv.Queue) > 0 {
 		q := conv.Queue[0]
 		conv.Queue = conv.Queue[1:]
-		if _, err := r.newRun(tx, conv, q.User, q.Text); err != nil {
+		if _, err := r.newRun(tx, conv, q.User, q.Text, nil); err != nil {
 			return err
 		}
 	}

@@ -46,8 +46,9 @@ type EventKind string
 const (
 	// EventMention: the bot was mentioned with a goal; it starts a run in Thread.
 	EventMention EventKind = "mention"
-	// EventReply: a message in a thread the bot is part of; it continues the conversation or
-	// answers a question.
+	// EventReply: a message in a thread; it continues the conversation or answers a
+	// question. The bot ignores it in a thread it has no conversation in, unless the event is
+	// Direct.
 	EventReply EventKind = "reply"
 	// EventCommand: a command such as /loopbot; Command says which.
 	EventCommand EventKind = "command"
@@ -76,7 +77,37 @@ type Event struct {
 	// ActionID is set on EventAction.
 	ActionID string    `json:"action_id,omitempty"`
 	At       time.Time `json:"at,omitzero"`
+	// History is what the thread held before this event, oldest first, when the adapter
+	// fetched it: a mention in the middle of a thread the bot is new to. A run started by
+	// the event sees it; it is outside content, and is marked so in the prompt.
+	// It is a pointer so that Event stays comparable.
+	History *History `json:"history,omitempty"`
+	// Direct marks a message in a direct conversation with the bot, where every message is
+	// for the bot: a reply there starts a run even in a thread the bot has no conversation
+	// in yet.
+	Direct bool `json:"direct,omitempty"`
 }
+
+// History is a thread's earlier messages, oldest first.
+type History struct {
+	Messages []HistoryMessage `json:"messages"`
+}
+
+// HistoryMessage is one earlier message of a thread.
+type HistoryMessage struct {
+	// Name is who wrote it, as the platform shows them.
+	Name string `json:"name,omitempty"`
+	// Bot is set for the bot's own messages.
+	Bot  bool   `json:"bot,omitempty"`
+	Text string `json:"text"`
+}
+
+// Bounds of Event.History: adapters fetch no more, and the bot keeps the newest messages
+// within them.
+const (
+	MaxHistoryMessages = 50
+	MaxHistoryBytes    = 16 << 10
+)
 
 // Validate reports what is missing from an event an adapter produced.
 func (e Event) Validate() error {

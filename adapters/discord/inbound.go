@@ -259,7 +259,7 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 	ev := m.ev
 	switch {
 	case m.dm:
-		ev.Kind, ev.Thread.Thread = bot.EventReply, ev.Thread.Channel
+		ev.Kind, ev.Thread.Thread, ev.Direct = bot.EventReply, ev.Thread.Channel, true
 	default:
 		ch, err := a.channel(ctx, ev.Thread.Channel)
 		if err != nil {

@@ -164,5 +164,5 @@ func (a *Adapter) whoami(ctx context.Context) (identity, error) {
 	if err != nil {
 		return identity{}, fmt.Errorf("auth.test: %w", err)
 	}
-	return identity{UserID: r.UserID, BotID: r.BotID}, nil
+	return identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID}, nil
 }

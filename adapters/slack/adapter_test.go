@@ -146,6 +146,9 @@ func TestConfigValidation(t *testing.T) {
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", APIURL: "ftp://x"}, "APIURL"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", AllowedChannels: []string{"#general"}}, "AllowedChannels"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", DrainTimeout: -1}, "DrainTimeout"},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/ask"}, ""},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "loopbot"}, "Command"},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/loop bot"}, "Command"},
 	}
 	for _, tc := range tests {
 		_, err := New(tc.cfg)

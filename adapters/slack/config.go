@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -17,6 +18,12 @@ const (
 	// with the app's signing secret, on ListenAddr.
 	ModeHTTP = "http"
 )
+
+// DefaultCommand is the slash command loopbot answers when Config.Command is empty.
+const DefaultCommand = "/loopbot"
+
+// slashName is what Slack accepts as a slash command's name.
+var slashName = regexp.MustCompile(`^/[a-z0-9_\-]{1,31}$`)
 
 // DefaultAPIURL is Slack's Web API.
 const DefaultAPIURL = "https://slack.com/api/"
@@ -43,6 +50,9 @@ type Config struct {
 	// AllowedChannels, if not empty, are the only channel IDs (C…, G…, D…) the adapter
 	// passes events from; others are dropped before they reach the bot.
 	AllowedChannels []string `toml:"allowed_channels"`
+	// Command is the app's slash command, "/loopbot" when empty. Slash commands by any
+	// other name are answered with a short note and never start anything.
+	Command string `toml:"command"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
 	DrainTimeout time.Duration `toml:"-"`
@@ -58,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
+	}
+	if c.Command == "" {
+		c.Command = DefaultCommand
 	}
 	if c.ListenAddr == "" {
 		c.ListenAddr = ":3000"
@@ -92,6 +105,9 @@ func (c Config) validate() error {
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errs = append(errs, fieldErr("APIURL", "%q is not an http(s) URL", c.APIURL))
+	}
+	if !slashName.MatchString(c.Command) {
+		errs = append(errs, fieldErr("Command", "%q is not a slash command name (a / then lowercase letters, digits, - or _)", c.Command))
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fieldErr("DrainTimeout", "must not be negative"))

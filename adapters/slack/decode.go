@@ -21,6 +21,9 @@ const platform = "slack"
 type identity struct {
 	UserID string // the bot user, U…
 	BotID  string // the bot, B…
+	// TeamID is the workspace the app is installed in, T…: the Workspace of every thread
+	// the adapter names, whichever organisation's member wrote in it.
+	TeamID string
 }
 
 // The decoders below read Slack's payloads into loopbot's own small structs rather than
@@ -35,6 +38,19 @@ type callback struct {
 	EventID   string          `json:"event_id"`
 	Challenge string          `json:"challenge"`
 	Event     json.RawMessage `json:"event"`
+	// Authorizations name the installation the event is delivered for; its team is the
+	// app's own even when team_id is another organisation's (a Slack Connect channel).
+	Authorizations []struct {
+		TeamID string `json:"team_id"`
+	} `json:"authorizations"`
+}
+
+// installTeam is the workspace the app is installed in, as far as the callback tells.
+func (cb callback) installTeam() string {
+	if len(cb.Authorizations) > 0 && cb.Authorizations[0].TeamID != "" {
+		return cb.Authorizations[0].TeamID
+	}
+	return cb.TeamID
 }
 
 // message is the inner event of app_mention and message.* events.
@@ -48,6 +64,12 @@ type message struct {
 	ThreadTS    string `json:"thread_ts"`
 	Channel     string `json:"channel"`
 	ChannelType string `json:"channel_type"`
+	// Edited is set when Slack sends an app_mention again because its author edited the
+	// message: a new event_id for a goal the bot already took.
+	Edited *struct {
+		User string `json:"user"`
+		TS   string `json:"ts"`
+	} `json:"edited"`
 }
 
 // userSubtypes are the message subtypes a person writes: a reply also sent to the channel,
@@ -59,33 +81,44 @@ var userSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_sha
 // payload of a Socket Mode events_api envelope). ok is false for events loopbot does not
 // act on; err is set for payloads that are not valid.
 func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) {
+	ev, _, ok, err = decodeMessage(body, self)
+	return ev, ok, err
+}
+
+// decodeMessage is decodeEvent that also returns the message's own ts, which differs from
+// the thread's for a message inside a thread.
+func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool, err error) {
 	var cb callback
 	if err := json.Unmarshal(body, &cb); err != nil {
-		return bot.Event{}, false, fmt.Errorf("decode event callback: %w", err)
+		return bot.Event{}, "", false, fmt.Errorf("decode event callback: %w", err)
 	}
 	if cb.Type != "event_callback" {
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	if cb.EventID == "" {
-		return bot.Event{}, false, errors.New("decode event callback: no event_id")
+		return bot.Event{}, "", false, errors.New("decode event callback: no event_id")
 	}
 	var m message
 	if err := json.Unmarshal(cb.Event, &m); err != nil {
-		return bot.Event{}, false, fmt.Errorf("decode event %s: %w", cb.EventID, err)
+		return bot.Event{}, "", false, fmt.Errorf("decode event %s: %w", cb.EventID, err)
 	}
 	if m.Channel == "" || m.TS == "" {
 		if m.Type == "app_mention" || m.Type == "message" {
-			return bot.Event{}, false, fmt.Errorf("decode event %s: %s without channel or ts", cb.EventID, m.Type)
+			return bot.Event{}, "", false, fmt.Errorf("decode event %s: %s without channel or ts", cb.EventID, m.Type)
 		}
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	// The bot's own messages and other bots' are never goals or replies.
 	if m.BotID != "" || m.User == "" || m.User == self.UserID || !userSubtypes[m.Subtype] {
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
+	}
+	// An edit never starts a run: the mention it edits already did, or was refused.
+	if m.Edited != nil {
+		return bot.Event{}, "", false, nil
 	}
 	ev = bot.Event{
 		ID:     cb.EventID,
-		Thread: bot.ThreadRef{Platform: platform, Workspace: cb.TeamID, Channel: m.Channel, Thread: m.TS},
+		Thread: bot.ThreadRef{Platform: platform, Workspace: firstOf(self.TeamID, cb.installTeam()), Channel: m.Channel, Thread: m.TS},
 		User:   bot.User{ID: m.User},
 		At:     tsTime(m.TS),
 	}
@@ -96,14 +129,14 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 		// Direct messages arrive as message.im events, which are handled below; Slack
 		// does not send app_mention for them, and if it did the goal would run twice.
 		if isDM(m.Channel) {
-			return bot.Event{}, false, nil
+			return bot.Event{}, "", false, nil
 		}
 		if m.ThreadTS != "" {
 			ev.Thread.Thread = m.ThreadTS
 		}
 		ev.Kind = bot.EventMention
 	case m.Type == "message" && (m.ChannelType == "im" || isDM(m.Channel)):
-		ev.Kind = bot.EventMention
+		ev.Kind, ev.Direct = bot.EventMention, true
 		if m.ThreadTS != "" {
 			ev.Thread.Thread, ev.Kind = m.ThreadTS, bot.EventReply
 		}
@@ -111,18 +144,18 @@ func decodeEvent(body []byte, self identity) (ev bot.Event, ok bool, err error) 
 		// A message that mentions the bot also arrives as app_mention, which starts or
 		// continues the run; a message outside a thread is not the bot's business.
 		if m.ThreadTS == "" || m.ThreadTS == m.TS || mentionsMe {
-			return bot.Event{}, false, nil
+			return bot.Event{}, "", false, nil
 		}
 		ev.Thread.Thread, ev.Kind = m.ThreadTS, bot.EventReply
 	default:
-		return bot.Event{}, false, nil
+		return bot.Event{}, "", false, nil
 	}
 	if ev.Kind == bot.EventMention {
 		if c := commandWord(ev.Text); c != "" {
 			ev.Kind, ev.Command, ev.Text = bot.EventCommand, c, ""
 		}
 	}
-	return ev, true, nil
+	return ev, m.TS, true, nil
 }
 
 // commandWord recognises "@loopbot status" and "@loopbot cancel": the way to ask about or
@@ -308,20 +341,24 @@ type command struct {
 	reply       string
 }
 
-// Replies given at once to slash commands that are not for the bot.
+// Replies given at once to slash commands that are not for the bot. The %[1]s verbs are
+// the configured command's name.
 const (
-	helpText = "Usage: `/loopbot <goal>` starts a run in a new thread. " +
-		"`/loopbot status <thread link>` and `/loopbot cancel <thread link>` act on a thread's run " +
+	helpText = "Usage: `%[1]s <goal>` starts a run in a new thread. " +
+		"`%[1]s status <thread link>` and `%[1]s cancel <thread link>` act on a thread's run " +
 		"(or mention me with `status` or `cancel` in the thread)."
 	noThreadText = "Slack does not tell apps which thread a slash command was typed in. " +
 		"Add the thread's link (Copy link on its first message), or mention me with `%s` in the thread."
-	otherChannelText = "That thread is in another channel. Run `/loopbot %s` in the thread's own channel, " +
+	otherChannelText = "That thread is in another channel. Run `%s %s` in the thread's own channel, " +
 		"or mention me there."
+	otherCommandText = "That command is not loopbot's here. Use `%[1]s <goal>`, or `%[1]s help`."
 )
 
-// decodeCommand reads a /loopbot invocation: "/loopbot <goal>", "/loopbot status <thread>"
-// or "/loopbot cancel <thread>", where <thread> is a message link or a thread timestamp.
-func decodeCommand(sc slashCommand) (command, error) {
+// decodeCommand reads an invocation of the command called name: "<name> <goal>",
+// "<name> status <thread>" or "<name> cancel <thread>", where <thread> is a message link or
+// a thread timestamp. Any other command (one routed to this app's URL by mistake, or a
+// second command of the app) is answered with otherCommandText, never run.
+func decodeCommand(sc slashCommand, name string) (command, error) {
 	if sc.TriggerID == "" || sc.UserID == "" || sc.ChannelID == "" {
 		return command{}, errors.New("decode slash command: no trigger_id, user_id or channel_id")
 	}
@@ -334,11 +371,15 @@ func decodeCommand(sc slashCommand) (command, error) {
 			User:   bot.User{ID: sc.UserID, Name: sc.UserName},
 		},
 	}
+	if !strings.EqualFold(strings.TrimSpace(sc.Command), name) {
+		c.reply = fmt.Sprintf(otherCommandText, name)
+		return c, nil
+	}
 	text := strings.TrimSpace(sc.Text)
 	word, rest, _ := strings.Cut(text, " ")
 	switch strings.ToLower(word) {
 	case "", "help":
-		c.reply = helpText
+		c.reply = fmt.Sprintf(helpText, name)
 		return c, nil
 	case "status", "cancel":
 		c.ev.Command = bot.CommandStatus
@@ -354,7 +395,7 @@ func decodeCommand(sc slashCommand) (command, error) {
 			// Anyone may paste any link; typing the command in the thread's own channel is
 			// what shows the asker can see that thread (a private channel's goal must not
 			// be shown in another channel).
-			c.reply = fmt.Sprintf(otherChannelText, strings.ToLower(word))
+			c.reply = fmt.Sprintf(otherChannelText, name, strings.ToLower(word))
 			return c, nil
 		}
 		c.ev.Thread.Thread = ts

@@ -1,8 +1,10 @@
 package slack
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/loopbot/loopbot/bot"
@@ -47,10 +49,10 @@ func TestDecodeEvent(t *testing.T) {
 			&bot.Event{Kind: bot.EventReply, Thread: th("G1", "1700000000.000100"), Text: "ok"}},
 		{"DM starts a run",
 			`{"type":"message","channel_type":"im","user":"U1","text":"summarise","ts":"1700000009.000100","channel":"D1"}`,
-			&bot.Event{Kind: bot.EventMention, Thread: th("D1", "1700000009.000100"), Text: "summarise"}},
+			&bot.Event{Kind: bot.EventMention, Thread: th("D1", "1700000009.000100"), Text: "summarise", Direct: true}},
 		{"DM in a thread continues",
 			`{"type":"message","channel_type":"im","user":"U1","text":"and more","ts":"1700000019.000100","thread_ts":"1700000009.000100","channel":"D1"}`,
-			&bot.Event{Kind: bot.EventReply, Thread: th("D1", "1700000009.000100"), Text: "and more"}},
+			&bot.Event{Kind: bot.EventReply, Thread: th("D1", "1700000009.000100"), Text: "and more", Direct: true}},
 		{"channel message outside a thread", `{"type":"message","channel_type":"channel","user":"U1","text":"hi","ts":"1.000001","channel":"C1"}`, nil},
 		{"thread parent", `{"type":"message","channel_type":"channel","user":"U1","text":"hi","ts":"1.000001","thread_ts":"1.000001","channel":"C1"}`, nil},
 		{"thread reply that mentions the bot (app_mention covers it)", `{"type":"message","channel_type":"channel","user":"U1","text":"<@UBOT> hi","ts":"2.000001","thread_ts":"1.000001","channel":"C1"}`, nil},
@@ -61,6 +63,8 @@ func TestDecodeEvent(t *testing.T) {
 		{"other bot with a user", `{"type":"app_mention","user":"U7","bot_id":"B7","text":"<@UBOT> loop","ts":"2.000001","channel":"C1"}`, nil},
 		{"app_mention in a DM (message.im covers it)", `{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"2.000001","channel":"D1"}`, nil},
 		{"other event type", `{"type":"reaction_added","user":"U1","item":{}}`, nil},
+		{"edited mention", `{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"2.000001","channel":"C1","edited":{"user":"U1","ts":"3.000000"}}`, nil},
+		{"edited reply", `{"type":"message","channel_type":"channel","user":"U1","text":"x","ts":"2.000001","thread_ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"3.000000"}}`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +88,33 @@ func TestDecodeEvent(t *testing.T) {
 				t.Errorf("invalid event: %v", err)
 			}
 		})
+	}
+}
+
+// TestDecodeEventTeam: the thread's workspace is the app's own team, not the team_id of
+// the envelope, which in a Slack Connect channel is the acting member's organisation. The
+// callback shape (authorizations with the installation's team) is the one Slack documents
+// for every Events API delivery and slackapi/bolt-python#1107 shows from a Connect channel.
+func TestDecodeEventTeam(t *testing.T) {
+	body := []byte(`{"token":"x","team_id":"T0EXTERNAL","api_app_id":"A1","type":"event_callback","event_id":"Ev1","event_time":1700000000,` +
+		`"event":{"type":"app_mention","user":"W0EXT","team":"T0EXTERNAL","text":"<@UBOT> hi","ts":"1700000000.000100","channel":"C1"},` +
+		`"authorizations":[{"enterprise_id":null,"team_id":"T1","user_id":"UBOT","is_bot":true,"is_enterprise_install":false}],` +
+		`"is_ext_shared_channel":true}`)
+	for _, tc := range []struct {
+		name string
+		self identity
+		body []byte
+		want string
+	}{
+		{"from authorizations", identity{UserID: botUserID}, body, "T1"},
+		{"the installation's team wins", identity{UserID: botUserID, TeamID: "T1"}, body, "T1"},
+		{"no authorizations", identity{UserID: botUserID, TeamID: "T1"}, bytes.Replace(body, []byte(`"authorizations"`), []byte(`"other"`), 1), "T1"},
+		{"authorizations only", identity{UserID: botUserID}, bytes.Replace(body, []byte(`"T0EXTERNAL","api_app_id"`), []byte(`"T1","api_app_id"`), 1), "T1"},
+	} {
+		ev, ok, err := decodeEvent(tc.body, tc.self)
+		if err != nil || !ok || ev.Thread.Workspace != tc.want {
+			t.Errorf("%s: workspace %q (ok %v, err %v), want %q", tc.name, ev.Thread.Workspace, ok, err, tc.want)
+		}
 	}
 }
 
@@ -144,7 +175,7 @@ func TestDecodeCommand(t *testing.T) {
 	for _, tc := range tests {
 		sc := base
 		sc.Text = tc.text
-		c, err := decodeCommand(sc)
+		c, err := decodeCommand(sc, "/loopbot")
 		if err != nil {
 			t.Fatalf("%q: %v", tc.text, err)
 		}
@@ -159,7 +190,21 @@ func TestDecodeCommand(t *testing.T) {
 			t.Errorf("%q: %+v", tc.text, c)
 		}
 	}
-	if _, err := decodeCommand(slashCommand{Text: "x"}); err == nil {
+	// Only the configured command is taken; another is answered, whatever its text.
+	for _, cmd := range []string{"/deploy", "/loopbotx", "", "/loop"} {
+		sc := base
+		sc.Command, sc.Text = cmd, "fix the build"
+		c, err := decodeCommand(sc, "/loopbot")
+		if err != nil || c.goal != "" || c.ev.Command != "" || !strings.Contains(c.reply, "not loopbot's") {
+			t.Errorf("command %q: %+v %v, want the other-command reply", cmd, c, err)
+		}
+	}
+	sc := base
+	sc.Command, sc.Text = "/ask", "fix the build"
+	if c, err := decodeCommand(sc, "/ask"); err != nil || c.goal != "fix the build" {
+		t.Errorf("configured /ask: %+v %v, want a start", c, err)
+	}
+	if _, err := decodeCommand(slashCommand{Text: "x"}, "/loopbot"); err == nil {
 		t.Error("command without trigger decoded")
 	}
 }
@@ -168,6 +213,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1"}`))
 	f.Add(callbackJSON(`{"type":"message","channel_type":"im","user":"U1","text":"<@UBOT","ts":"1.1","thread_ts":"0.1","channel":"D1"}`))
 	f.Add([]byte(`{"type":"url_verification","challenge":"c"}`))
+	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"2.0"}}`))
+	f.Add([]byte(`{"type":"event_callback","team_id":"T2","event_id":"E","authorizations":[{"team_id":"T1"}],"event":{"type":"app_mention","user":"U1","text":"x","ts":"1.1","channel":"C1"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeEvent(body, self)
 		if err != nil && ok {
@@ -206,7 +253,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, err := decodeCommand(slashFromForm(v))
+		c, err := decodeCommand(slashFromForm(v), "/loopbot")
 		if err != nil || c.reply != "" {
 			return
 		}

@@ -21,16 +21,30 @@
 //
 //   - @loopbot <goal> in a channel starts a run in the mention's thread (the thread it was
 //     typed in, or a new one under the mention): bot.EventMention. "@loopbot status" and
-//     "@loopbot cancel" are the status and cancel commands for that thread.
+//     "@loopbot cancel" are the status and cancel commands for that thread. A mention in
+//     the middle of a thread carries the thread so far in Event.History, fetched by the
+//     worker before the bot sees it (conversations.replies up to the mention, the newest
+//     bot.MaxHistoryMessages; people named by users.info); a failed fetch is logged and
+//     the mention goes on without it.
 //   - A message in a thread (channels, private channels, DMs) is a bot.EventReply; the bot
-//     decides whether the thread is one of its. Messages outside threads, edits, deletions
-//     and messages from bots (the bot itself included) are dropped.
+//     ignores it unless it has a conversation in that thread (it started it or was
+//     mentioned in it). Replies in a DM are marked Direct: everything there is for the bot.
+//     Messages outside threads, deletions and messages from bots (the bot itself included)
+//     are dropped.
+//   - An edit never starts a run: Slack sends an edited mention again as a new app_mention
+//     (new event_id, an "edited" field), and edited messages as message_changed; the
+//     adapter drops both.
 //   - A direct message to the bot starts a run in a thread under it, or continues one.
 //   - /loopbot <goal> posts "<@user> asked: goal" in the channel and starts the run in that
 //     message's thread. /loopbot status|cancel <thread link> act on a thread: Slack does not
 //     tell apps which thread a command was typed in.
 //   - A click on one of loopbot's buttons is a bot.EventAction whose ActionID is the
 //     button's value, the opaque ID the bot gave it.
+//
+// A thread is named by the workspace the app is installed in (auth.test's team, or the
+// callback's authorizations[0].team_id), never by the team_id of the delivery: in a Slack
+// Connect channel that is the acting member's organisation (slackapi/bolt-js#687,
+// slackapi/java-slack-sdk#629), and the same thread must be one conversation for all.
 //
 // # Rendering
 //

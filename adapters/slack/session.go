@@ -33,6 +33,9 @@ type job struct {
 	goal string
 	// responseURL, if set, is where a notice goes instead of chat.postEphemeral.
 	responseURL string
+	// historyBefore, if set, is the ts of a mention in the middle of a thread: the thread's
+	// messages before it are fetched for ev.History.
+	historyBefore string
 }
 
 // session is one Run: the bot's identity, the handler and the workers. Whatever is put in
@@ -225,6 +228,15 @@ func (s *session) process(j job) {
 		}
 		j.ev.Thread.Thread = ts
 	}
+	if j.historyBefore != "" {
+		h, err := s.a.threadHistory(ctx, s.self, j.ev.Thread.Channel, j.ev.Thread.Thread, j.historyBefore)
+		if err != nil {
+			// The run still starts, without what was said before it was asked.
+			s.a.log.Warn("slack: fetch thread history", "event", j.ev.ID, "channel", j.ev.Thread.Channel, "err", logSafe(err))
+		} else {
+			j.ev.History = h
+		}
+	}
 	res, err := s.h.Handle(ctx, j.ev)
 	if err != nil {
 		// Slack has the ack and will not deliver this again: the person must hear that
@@ -272,7 +284,7 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 
 // fromEvent turns a decoded Events API callback into a job, or nothing.
 func (s *session) fromEvent(body []byte) (job, bool) {
-	ev, ok, err := decodeEvent(body, s.self)
+	ev, ts, ok, err := decodeMessage(body, s.self)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
@@ -283,7 +295,11 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 		s.a.log.Debug("slack: event from a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
 		return job{}, false
 	}
-	return job{ev: ev}, true
+	j := job{ev: ev}
+	if ev.Kind == bot.EventMention && ev.Thread.Thread != ts {
+		j.historyBefore = ts
+	}
+	return j, true
 }
 
 // fromInteraction turns a decoded interactivity payload into a job, or nothing.
@@ -299,6 +315,7 @@ func (s *session) fromInteraction(body []byte) (job, bool) {
 		s.a.log.Debug("slack: click in a channel not allowed", "channel", ev.Thread.Channel, "event", ev.ID)
 		return job{}, false
 	}
+	s.ownTeam(&ev)
 	return job{ev: ev}, true
 }
 
@@ -308,7 +325,7 @@ const notAllowedText = "loopbot is not enabled in this channel."
 // fromCommand turns a slash command into a job, or into a reply to give in the
 // acknowledgement.
 func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
-	c, err := decodeCommand(sc)
+	c, err := decodeCommand(sc, s.a.cfg.Command)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))
@@ -318,7 +335,18 @@ func (s *session) fromCommand(sc slashCommand) (j job, reply string, ok bool) {
 	case !s.allowed(c.ev.Thread.Channel):
 		return job{}, notAllowedText, false
 	}
+	s.ownTeam(&c.ev)
 	return job{ev: c.ev, goal: c.goal, responseURL: c.responseURL}, "", true
+}
+
+// ownTeam names ev's thread by the workspace the app is installed in. In a Slack Connect
+// channel the team a click or command carries is the clicker's organisation, which differs
+// from member to member; the thread must be one key for all of them, and the same key as
+// its events (which decodeEvent names by the installation too).
+func (s *session) ownTeam(ev *bot.Event) {
+	if s.self.TeamID != "" {
+		ev.Thread.Workspace = s.self.TeamID
+	}
 }
 
 // ephemeral is the body of an acknowledgement that answers a slash command at once.

@@ -241,10 +241,14 @@ func TestSocketSlashCommand(t *testing.T) {
 		t.Errorf("response_url body %s", c.Values.Get("body"))
 	}
 
-	f.send("slash_commands", "env-status", cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100"))
+	// From a member of another organisation in a Slack Connect channel: the command's
+	// team_id is theirs, the thread is still named by the app's team.
+	status := cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100")
+	status["team_id"] = "T0EXTERNAL"
+	f.send("slash_commands", "env-status", status)
 	f.nextAck()
-	if ev := rec.next(t); ev.Command != bot.CommandStatus || ev.Thread.Thread != "1700000000.000100" {
-		t.Errorf("status event %+v", ev)
+	if ev := rec.next(t); ev.Command != bot.CommandStatus || ev.Thread.Thread != "1700000000.000100" || ev.Thread.Workspace != teamID {
+		t.Errorf("status event %+v, want thread 1700000000.000100 in workspace %s", ev, teamID)
 	}
 
 	// Answered in the ack itself: no thread given, and a channel loopbot does not serve.
@@ -260,6 +264,19 @@ func TestSocketSlashCommand(t *testing.T) {
 		if err := json.Unmarshal(a.Payload, &body); err != nil || !strings.Contains(body.Text, tc.want) {
 			t.Errorf("ack payload %s, want ephemeral text with %q", a.Payload, tc.want)
 		}
+	}
+	// A command by another name (an app's second command, or one routed here by mistake)
+	// starts nothing: it is answered in the ack, ephemeral.
+	other := cmd("trig-other", "C1", "fix the build")
+	other["command"] = "/deploy"
+	f.send("slash_commands", "env-other", other)
+	a := f.nextAck()
+	var body struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+	}
+	if err := json.Unmarshal(a.Payload, &body); err != nil || body.ResponseType != "ephemeral" || !strings.Contains(body.Text, "not loopbot's") || !strings.Contains(body.Text, "/loopbot") {
+		t.Errorf("ack payload %s for /deploy, want the ephemeral other-command reply", a.Payload)
 	}
 	rec.none(t)
 }

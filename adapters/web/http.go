@@ -333,6 +333,9 @@ func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, b
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// Every console thread is a conversation with the bot, even one whose first goal the
+	// bot refused: its replies are for the bot.
+	ev.Direct = true
 	a.mu.Lock()
 	t, ok := a.visible(who, id)
 	if ok && !slices.ContainsFunc(t.entries, func(e *entry) bool { return e.event == ev.ID }) {

@@ -327,8 +327,8 @@ func TestSubmissions(t *testing.T) {
 	want := []bot.Event{
 		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: you, Text: "summarise <the> issues\nplease"},
 		{Kind: bot.EventMention, ID: "web:" + uuid1, Thread: ref, User: you, Text: "summarise <the> issues\nplease"},
-		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on"},
-		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on"},
+		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on", Direct: true},
+		{Kind: bot.EventReply, ID: "web:1b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, Text: "yes, go on", Direct: true},
 		{Kind: bot.EventAction, ID: "web:2b5d6c1e-4a8e-4f0a-9a55-3d7f2c1e9b10", Thread: ref, User: you, ActionID: "approve-1"},
 	}
 	if len(evs) != len(want) {

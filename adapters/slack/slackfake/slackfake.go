@@ -129,6 +129,8 @@ type Server struct {
 	conns     int
 	lastTS    int
 	dropOnAck map[string]bool
+	replies   map[string]string // conversations.replies bodies by channel + "/" + ts
+	users     map[string]string // users.info bodies by user ID
 }
 
 // envelope is a Socket Mode envelope the fake keeps until it is acknowledged.
@@ -162,6 +164,8 @@ func New() (*Server, error) {
 		envs:      map[string]*envelope{},
 		live:      map[*conn]bool{},
 		dropOnAck: map[string]bool{},
+		replies:   map[string]string{},
+		users:     map[string]string{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.serveAPI)
@@ -622,12 +626,41 @@ func (s *Server) answerLocked(method string, v url.Values, host string) (body, t
 		out = map[string]any{"message_ts": ts}
 	case "response_url":
 		out = map[string]any{}
+	case "conversations.replies":
+		if body, ok := s.replies[v.Get("channel")+"/"+v.Get("ts")]; ok {
+			return body, ""
+		}
+		out = map[string]any{"messages": []any{}, "has_more": false}
+	case "users.info":
+		if body, ok := s.users[v.Get("user")]; ok {
+			return body, ""
+		}
+		return `{"ok":false,"error":"user_not_found"}`, ""
 	default:
 		return `{"ok":false,"error":"unknown_method"}`, ""
 	}
 	out["ok"] = true
 	b, _ := json.Marshal(out)
 	return string(b), ts
+}
+
+// SetReplies makes conversations.replies of the thread ts in channel answer body, a whole
+// response as Slack sends it (a captured one, say). Unset threads answer no messages.
+func (s *Server) SetReplies(channel, ts, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies[channel+"/"+ts] = body
+}
+
+// SetUser makes users.info of id answer a user with these names; other users answer
+// user_not_found.
+func (s *Server) SetUser(id, displayName, realName string) {
+	b, _ := json.Marshal(map[string]any{"ok": true, "user": map[string]any{
+		"id": id, "team_id": TeamID, "name": strings.ToLower(strings.ReplaceAll(realName, " ", ".")), "real_name": realName,
+		"profile": map[string]any{"display_name": displayName, "real_name": realName}}})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[id] = string(b)
 }
 
 // tsLocked returns a new message timestamp, later than every earlier one.
