@@ -20,6 +20,9 @@ type Hooks struct {
 	Checkpoint func(ctx context.Context, st *State) error
 	// Observer sees every transition; nil ignores them.
 	Observer Observer
+	// Steer returns what people said to the run in its thread after note number after
+	// (steer.go); nil means nobody can steer.
+	Steer func(ctx context.Context, after int) ([]Note, error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -163,6 +166,7 @@ func (r *runner) run(ctx context.Context) error {
 		if reason := r.overBudget(); reason != "" {
 			return r.exhausted(ctx, reason)
 		}
+		r.steer(wctx)
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
 		}

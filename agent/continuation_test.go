@@ -149,3 +149,28 @@ func TestNoProgressPauses(t *testing.T) {
 		t.Errorf("paused after %d calls, want 7 (new results at calls 1 and 3, then 4 steps without)", got)
 	}
 }
+
+// TestSteerTakesEachNoteOnce holds SteerSeq: the bot hands over every note after the last one
+// the state took, and a note it hands over again (after a crash, say) is not added twice.
+func TestSteerTakesEachNoteOnce(t *testing.T) {
+	look := &fakeTool{name: "look", readOnly: true, fn: func(_ context.Context, args json.RawMessage) (string, error) { return string(args), nil }}
+	llm := newLLM(t, calls(call("look", `{"q":"1"}`)), calls(call("look", `{"q":"2"}`)), text("done"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, []agent.Tool{look}), "look around")
+	h := r.hooks()
+	h.Steer = func(context.Context, int) ([]agent.Note, error) {
+		// A careless store that always answers with every note it has.
+		return []agent.Note{{Seq: 1, From: "ann", Text: "check the logs too"}}, nil
+	}
+	if err := r.ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range r.st.Messages {
+		if strings.Contains(m.Content, "While you work, ann says: check the logs too") {
+			n++
+		}
+	}
+	if n != 1 || r.st.SteerSeq != 1 {
+		t.Errorf("note taken %d times, SteerSeq %d; want once and 1", n, r.st.SteerSeq)
+	}
+}

@@ -214,6 +214,9 @@ type State struct {
 	// Exposed names the first outside source the run has read (dataflow.go); empty while the
 	// run has read none.
 	Exposed string `json:"exposed,omitempty"`
+	// SteerSeq is the number of the last note a person sent the working run that the loop
+	// took into the conversation (steer.go).
+	SteerSeq int `json:"steer_seq,omitempty"`
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`

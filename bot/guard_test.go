@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
@@ -302,4 +304,41 @@ func TestOversizedGoalRefused(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A reply while the thread's run works is said to the run: the person is told it was noted,
+// the model's next request carries it, no second run starts, and the note is dropped from the
+// thread once the run has taken it.
+func TestReplySteersAWorkingRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		slow := &tool{name: "slow", risk: agent.RiskSafe, out: "half done", delay: 10 * time.Second}
+		h := newHarness(t, bot.Config{}, slow)
+		h.model.add(use("slow", `{"q":"a"}`), say("Used staging as asked."))
+		res := h.mention(ann, "migrate the database")
+		synctest.Wait() // the run is in its slow tool call
+		got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "use the staging database instead"})
+		if got.RunID != res.RunID || !strings.Contains(got.Notice, "Noted") {
+			t.Fatalf("reply mid-run = %+v, want it noted for run %s", got, res.RunID)
+		}
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+		if !h.model.saw(agent.RoleUser, "While you work, ann says: use the staging database instead") {
+			t.Error("the model never saw the person's note")
+		}
+		var runs []*bot.RunRecord
+		var conv *bot.Conversation
+		if err := h.db.View(context.Background(), func(tx bot.Tx) error {
+			var err error
+			if runs, err = tx.Runs(bot.RunFilter{}); err != nil {
+				return err
+			}
+			conv, err = tx.Conversation(thread)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != 1 || len(conv.Queue) != 0 || len(conv.Notes) != 0 {
+			t.Errorf("%d runs, %d queued goals, %d notes left; want 1, 0, 0", len(runs), len(conv.Queue), len(conv.Notes))
+		}
+	})
 }

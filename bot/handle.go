@@ -25,6 +25,7 @@ const (
 	noticeNoControl    = "Only the person who started this run or an approver can do that."
 	noticeCancelling   = "Cancelling the run."
 	noticeOtherThread  = "This button belongs to another thread."
+	noticeNoted        = "Noted: the run will read this at its next step."
 )
 
 // Handle takes one event from an adapter. It only reads and writes the store (never a model
@@ -163,6 +164,12 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		rec, err := tx.Run(conv.Active)
 		if err != nil {
 			return err
+		}
+		if ev.Kind == EventReply && steerable(rec.Status) {
+			// A reply to a run that is working is said to the run: it reaches the model at
+			// the next step boundary, instead of waiting as a new goal behind it.
+			res.RunID, res.Notice = rec.ID, noticeNoted
+			return b.recs.addNote(tx, conv, rec, ev.User, text)
 		}
 		if ev.Kind != EventReply || rec.Status != agent.StatusAwaitingInput {
 			return b.recs.queueGoal(tx, conv, ev.ID, ev.User, text)
@@ -432,4 +439,10 @@ func byteSize(n int) string {
 		return fmt.Sprintf("%d KB", n>>10)
 	}
 	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+}
+
+// steerable reports whether a reply to a run in status s is said to the run as a note: it is
+// working, or will be again as soon as its approvals are decided.
+func steerable(s agent.Status) bool {
+	return s == agent.StatusQueued || s == agent.StatusRunning || s == agent.StatusAwaitingApproval
 }

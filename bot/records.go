@@ -204,7 +204,58 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 	if err := r.tellUnknownOutcomes(tx, rec, old); err != nil {
 		return err
 	}
+	if err := r.dropTakenNotes(tx, rec); err != nil {
+		return err
+	}
 	return r.transition(tx, rec, prev)
+}
+
+// addNote keeps what who said to the working run rec until the loop takes it.
+func (r *records) addNote(tx Tx, conv *Conversation, rec *RunRecord, who User, text string) error {
+	conv.NoteSeq++
+	conv.Notes = append(conv.Notes, RunNote{Seq: conv.NoteSeq, RunID: rec.ID, From: displayName(who), Text: text, At: r.clock.stamp()})
+	return tx.PutConversation(conv)
+}
+
+// dropTakenNotes forgets the notes the run's state shows it took, and, once the run is over,
+// the ones it never took: those were meant for a run that no longer works.
+func (r *records) dropTakenNotes(tx Tx, rec *RunRecord) error {
+	if rec.State.SteerSeq == 0 && !rec.Status.Terminal() {
+		return nil
+	}
+	conv, err := tx.Conversation(rec.Thread)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kept := slices.DeleteFunc(slices.Clone(conv.Notes), func(n RunNote) bool {
+		return n.RunID == rec.ID && (n.Seq <= rec.State.SteerSeq || rec.Status.Terminal())
+	})
+	if len(kept) == len(conv.Notes) {
+		return nil
+	}
+	conv.Notes = kept
+	return tx.PutConversation(conv)
+}
+
+// notes returns the notes for run id in thread after number after.
+func notes(tx Tx, thread ThreadRef, id string, after int) ([]agent.Note, error) {
+	conv, err := tx.Conversation(thread)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.Note
+	for _, n := range conv.Notes {
+		if n.RunID == id && n.Seq > after {
+			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text})
+		}
+	}
+	return out, nil
 }
 
 // tellUnknownOutcomes tells the thread about each call that a previous process left

@@ -164,7 +164,16 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	}
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
-	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint})
+	steer := func(ctx context.Context, after int) ([]agent.Note, error) {
+		var out []agent.Note
+		err := s.store.View(ctx, func(tx Tx) error {
+			var err error
+			out, err = notes(tx, rec.Thread, id, after)
+			return err
+		})
+		return out, err
+	}
+	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer})
 	switch {
 	case err == nil:
 		s.mu.Lock()

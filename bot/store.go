@@ -107,6 +107,19 @@ type Conversation struct {
 	Runs   []string     `json:"runs,omitempty"`
 	Active string       `json:"active,omitempty"`
 	Queue  []QueuedGoal `json:"queue,omitempty"`
+	// Notes are what people said to the active run while it worked, kept until its state
+	// shows it took them (steering); NoteSeq numbers them.
+	Notes   []RunNote `json:"notes,omitempty"`
+	NoteSeq int       `json:"note_seq,omitempty"`
+}
+
+// RunNote is one thing a person said to a working run.
+type RunNote struct {
+	Seq   int       `json:"seq"`
+	RunID string    `json:"run_id"`
+	From  string    `json:"from"`
+	Text  string    `json:"text"`
+	At    time.Time `json:"at"`
 }
 
 // QueuedGoal is a goal that arrived while the thread's run was busy.

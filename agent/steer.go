@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+)
+
+// A person may steer a run while it works: what they say in its thread reaches the model at
+// the next step boundary, as their message. The bot keeps such notes durably beside the run
+// and hands them over through Hooks.Steer; the state remembers the last note it took
+// (SteerSeq), so a note is seen once even when a crash makes the loop ask again.
+
+// Note is one thing a person said to a working run.
+type Note struct {
+	// Seq orders a thread's notes; the loop asks for those after the last it took.
+	Seq  int
+	From string
+	Text string
+}
+
+// steer takes the notes that arrived since the last step and adds them to the conversation.
+func (r *runner) steer(ctx context.Context) {
+	if r.h.Steer == nil {
+		return
+	}
+	st := r.st
+	notes, err := r.h.Steer(ctx, st.SteerSeq)
+	if err != nil {
+		// A note that cannot be read now is read at the next boundary.
+		r.a.log.Warn("read notes for a working run", "run", st.RunID, "err", err)
+		return
+	}
+	for _, n := range notes {
+		if n.Seq <= st.SteerSeq {
+			continue
+		}
+		st.Messages = append(st.Messages, Message{Role: RoleUser,
+			Content: fmt.Sprintf("While you work, %s says: %s", n.From, n.Text)})
+		st.SteerSeq = n.Seq
+	}
+}
