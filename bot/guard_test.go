@@ -342,3 +342,28 @@ func TestReplySteersAWorkingRun(t *testing.T) {
 		}
 	})
 }
+
+// A refused clicker is told who may decide, so they know whom to ask.
+func TestRefusedClickerIsToldWhoDecides(t *testing.T) {
+	tests := []struct {
+		policy bot.Policy
+		want   string
+	}{
+		{bot.Policy{}, "Only ann, who started the run, can."},
+		{bot.Policy{Approvers: []string{boss.ID}}, "Only ann, who started the run, or one of loopbot's approvers can."},
+		{bot.Policy{ApproveBy: bot.ApproveByApprovers, Approvers: []string{boss.ID}}, "Only loopbot's approvers can."},
+	}
+	for _, tt := range tests {
+		bubble(t, func(t *testing.T) {
+			op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+			h := newHarness(t, bot.Config{Policy: tt.policy}, op)
+			h.model.add(use("op", `{}`), say("finished"))
+			h.mention(ann, "do the op")
+			h.settle()
+			approve, _ := h.buttons()
+			if got := h.click(eve, approve.ID); !strings.HasSuffix(got.Notice, tt.want) {
+				t.Errorf("policy %+v: notice %q, want it to end %q", tt.policy, got.Notice, tt.want)
+			}
+		})
+	}
+}

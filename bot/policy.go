@@ -42,7 +42,7 @@ func (p Policy) refuseDecision(ap *Approval, who User, approve bool, now time.Ti
 		allowed = true
 	}
 	if !allowed {
-		return "You are not allowed to decide on this request."
+		return "You are not allowed to decide on this request. " + p.whoDecides(ap)
 	}
 	if approve && requester && ap.Risk >= agent.RiskDangerous && p.dangerousNeedsOther() {
 		return "This call is dangerous: someone other than the person who started the run must approve it."
@@ -65,4 +65,18 @@ func (p Policy) userAllowed(u User) bool {
 func (p Policy) mayControl(rec *RunRecord, who User) bool {
 	return who.ID == rec.Requester.ID || slices.Contains(p.Approvers, who.ID) ||
 		p.ApproveBy == ApproveByChannel && p.userAllowed(who)
+}
+
+// whoDecides says who may decide on ap, so that a refused clicker knows whom to ask.
+func (p Policy) whoDecides(ap *Approval) string {
+	switch p.ApproveBy {
+	case ApproveByApprovers:
+		return "Only loopbot's approvers can."
+	case ApproveByChannel:
+		return "Only people allowed to use loopbot here can."
+	}
+	if len(p.Approvers) > 0 {
+		return "Only " + displayName(ap.Requester) + ", who started the run, or one of loopbot's approvers can."
+	}
+	return "Only " + displayName(ap.Requester) + ", who started the run, can."
 }

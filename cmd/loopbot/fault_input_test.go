@@ -94,7 +94,7 @@ func TestFaultTamperedApprovalID(t *testing.T) {
 		{"another run's approval, by its requester", "bob", mine, otherApprove, http.StatusOK, otherThread},
 		{"another run's cancel, by someone else", "mallory", mine, otherCancel, http.StatusOK, otherThread},
 		{"another run's cancel, by its requester", "bob", mine, otherCancel, http.StatusOK, otherThread},
-		{"the real button, by someone else", "mallory", mine, approve, http.StatusOK, "You are not allowed to decide on this request."},
+		{"the real button, by someone else", "mallory", mine, approve, http.StatusOK, "You are not allowed to decide on this request. Only ann, who started the run, can."},
 		{"empty", "ann", mine, "", http.StatusBadRequest, "action: want the button's ID"},
 		{"huge", "ann", mine, strings.Repeat(approve, 1000), http.StatusBadRequest, "action: want the button's ID"},
 		{"over the body limit", "ann", mine, strings.Repeat(approve, 4000), http.StatusRequestEntityTooLarge, "body over"},
