@@ -11,6 +11,7 @@ import (
 	"github.com/loopbot/loopbot/adapters/discord"
 	"github.com/loopbot/loopbot/adapters/slack"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
 )
@@ -107,6 +108,11 @@ func (m *Main) check(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			failed = append(failed, c.name)
+			var me *llm.ModelError
+			if errors.As(err, &me) {
+				fmt.Fprintf(m.Stdout, "  %s: FAILED: %s\n    %v\n", c.name, me.SafeSummary(), err)
+				continue
+			}
 			fmt.Fprintf(m.Stdout, "  %s: FAILED: %v\n", c.name, err)
 			continue
 		}
