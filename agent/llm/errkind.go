@@ -146,12 +146,15 @@ func errorKind(err error, status int) ErrorKind {
 	case errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &invErr),
 		strings.Contains(msg, "tls: "), strings.Contains(msg, "x509: "), strings.Contains(msg, "HTTP response to HTTPS client"):
 		return KindTLS
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, errIncompleteStream),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
-		strings.Contains(msg, "the connection broke"):
+	case errors.Is(err, errIncompleteStream), strings.Contains(msg, "the connection broke"):
 		return KindConnection
 	case status >= 200 && status < 300:
+		// The endpoint answered, and its body did not decode: an unexpected EOF here is the
+		// JSON decoder's, not the connection's.
 		return KindBadReply
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return KindConnection
 	}
 	return KindUnknown
 }

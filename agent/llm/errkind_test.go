@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 )
 
 // TestModelErrorKinds fails a real call in each way a newcomer meets (nothing listening, a
@@ -126,5 +127,33 @@ func TestModelErrorKeepsRateLimit(t *testing.T) {
 	var me *llm.ModelError
 	if !errors.As(err, &rl) || !errors.As(err, &me) || me.Kind != llm.KindRateLimited {
 		t.Errorf("error %v: want an *agent.RateLimitError and a rate-limited *llm.ModelError", err)
+	}
+}
+
+// TestErrorKindOfCutReplies: a 200 whose body does not decode is a bad reply even when the
+// decoder says unexpected EOF; a body or stream cut short is a closed connection.
+func TestErrorKindOfCutReplies(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []llmtest.Step
+		cfg   llm.Config
+		kind  llm.ErrorKind
+	}{
+		{"invalid JSON body", []llmtest.Step{llmtest.InvalidJSON()}, llm.Config{}, llm.KindBadReply},
+		{"invalid JSON stream", []llmtest.Step{llmtest.InvalidJSON()}, llm.Config{Stream: true}, llm.KindBadReply},
+		{"truncated body", []llmtest.Step{llmtest.Truncate(llmtest.Text("cut in the middle"))}, llm.Config{}, llm.KindConnection},
+		{"truncated stream", []llmtest.Step{llmtest.Truncate(llmtest.Text("cut in the middle"))}, llm.Config{Stream: true}, llm.KindConnection},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.NewTest(t, tt.steps...)
+			tt.cfg.MaxRetries = -1
+			c, _ := newClient(t, srv, tt.cfg)
+			_, err := c.Complete(context.Background(), userGoal)
+			var me *llm.ModelError
+			if !errors.As(err, &me) || me.Kind != tt.kind {
+				t.Errorf("error %v: want a ModelError of kind %v", err, tt.kind)
+			}
+		})
 	}
 }
