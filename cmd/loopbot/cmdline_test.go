@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -188,5 +189,45 @@ func TestCheckWarnsShellDependencies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBinaryExitCodes runs the binary: -h after each command exits 0 with the command's
+// usage; check -online with nothing to check exits non-zero saying so; a flag after the
+// command is honoured.
+func TestBinaryExitCodes(t *testing.T) {
+	bin := loopbotBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "loopbot.db")
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "usage: loopbot [flags] [command]"},
+		{[]string{"serve", "-h"}, 0, "usage: loopbot serve [flags]"},
+		{[]string{"check", "-h"}, 0, "usage: loopbot check [flags]"},
+		{[]string{"runs", "-h"}, 0, "usage: loopbot runs [flags]"},
+		{[]string{"db", "-h"}, 0, "usage: loopbot db [flags]"},
+		{[]string{"version", "-h"}, 0, "usage: loopbot version [flags]"},
+		{[]string{"check", "-db", db, "-online"}, 1, "nothing to check"},
+		{[]string{"check", "-db", db}, 0, "database: " + db},
+		{[]string{"dance"}, 2, `unknown command "dance"`},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tt.code || !strings.Contains(string(out), tt.want) {
+			t.Errorf("loopbot %q exited %d, want %d with %q:\n%s", tt.args, code, tt.code, tt.want, out)
+		}
 	}
 }
