@@ -791,6 +791,11 @@ func safeError(err error) string {
 	if errors.As(err, &rl) {
 		return "rate limited"
 	}
+	// The model client's errors say what failed and what to check (agent/llm/errkind.go).
+	var explained interface{ SafeSummary() string }
+	if errors.As(err, &explained) {
+		return explained.SafeSummary()
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "timed out"
 	}

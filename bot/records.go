@@ -430,6 +430,7 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 	if err := r.put(tx, ap.Thread, now, approvalCardItem(ap)); err != nil {
 		return false, err
 	}
+	log.Info("approval decided", "outcome", v.outcome, "by", v.by.ID, "tool", ap.Tool)
 	if !decided {
 		return true, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,6 +163,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		}
 		return
 	}
+	s.log.Info("run started", "run", id, "thread", rec.Thread.Key(), "status", rec.State.Status, "step", rec.State.Step)
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
 	steer := func(ctx context.Context, after int) ([]agent.Note, error) {
@@ -179,6 +181,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.mu.Lock()
 		delete(s.saveFailures, id)
 		s.mu.Unlock()
+		logRunStop(s.log, id, rec.State)
 	case errors.Is(context.Cause(ctx), errShutdown):
 		s.log.Info("run interrupted by shutdown; it resumes on the next start", "run", id)
 	case errors.Is(err, errRunEnded):
@@ -210,6 +213,26 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		if err := s.settleCancel(context.WithoutCancel(ctx), id, "Cancelled by a person."); err != nil {
 			s.log.Error("cancel run", "run", id, "err", err)
 		}
+	}
+}
+
+// logRunStop says at info level where a run stopped: waiting for an approval (naming the
+// tools), paused (with the reason the thread shows), or finished with its status.
+func logRunStop(log *slog.Logger, id string, st *agent.State) {
+	log = log.With("run", id, "status", st.Status, "step", st.Step)
+	switch {
+	case st.Status == agent.StatusAwaitingApproval:
+		var tools []string
+		for _, c := range st.PendingApprovals() {
+			tools = append(tools, c.Name)
+		}
+		log.Info("run waiting for approval", "tools", strings.Join(tools, ","))
+	case st.Pause != nil:
+		log.Info("run paused", "pause", st.Pause.Kind, "reason", st.Pause.Reason)
+	case st.Status.Terminal():
+		log.Info("run finished")
+	default:
+		log.Info("run stopped")
 	}
 }
 

@@ -18,7 +18,11 @@
 // attempt that received them. When the endpoint still refuses with 429, Complete returns an
 // *agent.RateLimitError with the wait the endpoint last asked for, so the caller can schedule
 // the run instead of spinning. Other 4xx answers are not retried. No error text contains the
-// API key, even when the endpoint echoes it.
+// API key, even when the endpoint echoes it. The error of the last attempt is an *ModelError
+// (errkind.go) whose Kind says what failed (connection refused, DNS, timeout, TLS, a closed
+// connection, 401/403, 404, 429, 5xx, another 4xx, a reply that is not a chat completion) and
+// whose SafeSummary says so with what to check, without URL, host or key: it is what the agent
+// shows the thread.
 //
 // Replies are decoded with this package's own wire types, not go-openai's, so that what
 // providers really send is understood. Tool-call arguments sent as a JSON object instead of

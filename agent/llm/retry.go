@@ -199,9 +199,9 @@ func (c *Client) nextWait(ctx context.Context, f failure, attempt int) (time.Dur
 
 // final is the error Complete returns after the last attempt.
 func (c *Client) final(f failure, attempts int) error {
-	err := f.err
+	err := explain(f.err, f.status)
 	if f.status == http.StatusTooManyRequests {
-		err = &agent.RateLimitError{RetryAfter: f.retryAfter, Err: f.err}
+		err = &agent.RateLimitError{RetryAfter: f.retryAfter, Err: err}
 	}
 	switch {
 	case f.retry && f.retryAfter > maxRetryAfter:

@@ -16,12 +16,15 @@ import (
 	"github.com/loopbot/loopbot/agent"
 )
 
-// needBwrap skips sandbox tests on machines without bubblewrap, saying so; the refusal
-// without it is tested separately.
+// needBwrap skips sandbox tests on machines without bubblewrap, naming what to install; the
+// refusal without it is tested separately. Under CI a missing bubblewrap fails instead.
 func needBwrap(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed")
+		if os.Getenv("CI") != "" {
+			t.Fatal("bubblewrap is not installed, and CI is set: install it (Debian: apt-get install -y bubblewrap)")
+		}
+		t.Skip("bubblewrap is not installed; install it (Debian: apt-get install -y bubblewrap) to run this test")
 	}
 }
 

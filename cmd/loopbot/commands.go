@@ -11,6 +11,7 @@ import (
 	"github.com/loopbot/loopbot/adapters/discord"
 	"github.com/loopbot/loopbot/adapters/slack"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
 )
@@ -82,6 +83,7 @@ func (m *Main) check(ctx context.Context) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeShellWarnings(m.Stdout, shellProblems(cfg.Tools.Shell))
 	if cfg.Discord.ApplicationID != "" {
 		fmt.Fprintf(m.Stdout, "discord invite URL: %s\n", discord.InviteURL(cfg.Discord.ApplicationID))
 	}
@@ -94,13 +96,23 @@ func (m *Main) check(ctx context.Context) error {
 		return nil
 	}
 	fmt.Fprintln(m.Stdout, "\nonline checks:")
+	checks := m.onlineChecks()
+	if len(checks) == 0 {
+		fmt.Fprintln(m.Stdout, "  nothing to check: no model endpoint ([llm] or OPENAI_API_KEY), Slack ([slack] or SLACK_BOT_TOKEN) or Discord ([discord] or DISCORD_BOT_TOKEN) is configured")
+		return errors.New("check -online: nothing is configured to check")
+	}
 	var failed []string
-	for _, c := range m.onlineChecks() {
+	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		who, err := c.run(cctx)
 		cancel()
 		if err != nil {
 			failed = append(failed, c.name)
+			var me *llm.ModelError
+			if errors.As(err, &me) {
+				fmt.Fprintf(m.Stdout, "  %s: FAILED: %s\n    %v\n", c.name, me.SafeSummary(), err)
+				continue
+			}
 			fmt.Fprintf(m.Stdout, "  %s: FAILED: %v\n", c.name, err)
 			continue
 		}

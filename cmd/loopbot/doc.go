@@ -10,6 +10,10 @@
 //	loopbot db compact              pack the database file, keeping the original as FILE.bak
 //	loopbot version                 print the version
 //
+// Flags go before or after the command, and -h after any command prints its usage
+// (cmdline.go). check warns when the shell tool is on but bubblewrap or prlimit is missing
+// (checkshell.go), since the tool then refuses every command.
+//
 // It is wiring only: it reads flags, the config file and the environment, builds the store,
 // the model clients, the tools, the agent, the bot and the platform adapters, serves /healthz
 // and /metrics (and, for `loopbot runs` in another process, the runs, with a token it writes
@@ -17,5 +21,6 @@
 // config file's sections are the packages' own Config types, embedded as they are
 // (config.go); configfile.go decodes the file strictly, naming the key, the line and the type
 // wanted in every error. The chat adapters check their own credentials for check -online.
-// Main (ParseFlags, Run, Close) lets a test boot the whole daemon on a temporary directory.
+// The model clients' errors carry the endpoint's host for the log (models.go, endpointModel);
+// the thread shows only their safe summary. Main (ParseFlags, Run, Close) lets a test boot the whole daemon on a temporary directory.
 package main

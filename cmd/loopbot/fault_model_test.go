@@ -153,20 +153,20 @@ func TestFaultModelEndpoint(t *testing.T) {
 			name:   "every attempt times out",
 			config: "[llm]\ntimeout = \"300ms\"\nmax_retries = 1\n",
 			faults: []llmtest.Step{llmtest.Hang(), llmtest.Hang()},
-			paused: regexp.MustCompile(`The model could not be reached \(timed out\)\. Continue to try again\.`),
+			paused: regexp.MustCompile(`The model could not be reached \(timed out: the model endpoint did not answer in time; check that the server is up and not overloaded, or raise \[llm\] timeout\)\. Continue to try again\.`),
 			asked:  3,
 		},
 		{
 			name:   "invalid JSON body",
 			faults: []llmtest.Step{llmtest.InvalidJSON()},
-			paused: regexp.MustCompile(`The model could not be reached \(request failed\)\. Continue to try again\.`),
+			paused: regexp.MustCompile(`The model could not be reached \(the endpoint\S{1,6}s reply is not a chat completion; check that \[llm\] base_url points at an OpenAI-compatible API\)\. Continue to try again\.`),
 			asked:  2,
 		},
 		{
 			name:   "invalid JSON in a stream",
 			config: "[llm]\nstream = true\n",
 			faults: []llmtest.Step{llmtest.InvalidJSON()},
-			paused: regexp.MustCompile(`The model could not be reached \(request failed\)\. Continue to try again\.`),
+			paused: regexp.MustCompile(`The model could not be reached \(the endpoint\S{1,6}s reply is not a chat completion; check that \[llm\] base_url points at an OpenAI-compatible API\)\. Continue to try again\.`),
 			asked:  2,
 		},
 		{

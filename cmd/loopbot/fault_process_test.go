@@ -41,9 +41,12 @@ func awaitCond(t *testing.T, what string, limit time.Duration, cond func() bool,
 }
 
 // enableShell turns the shell tool on in the setup's config file, which newFaultSetup
-// writes with it off.
+// writes with it off. The tool refuses every command without bubblewrap and prlimit, so the
+// test skips without them, naming what to install (and fails under CI).
 func enableShell(t *testing.T, s *faultSetup) {
 	t.Helper()
+	lookOrSkip(t, "bwrap")
+	lookOrSkip(t, "prlimit")
 	b, err := os.ReadFile(s.config)
 	if err != nil {
 		t.Fatal(err)

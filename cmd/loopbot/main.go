@@ -70,55 +70,12 @@ func NewMain() *Main {
 	return &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Config: DefaultConfig()}
 }
 
-// ParseFlags reads the command line: global flags, the command, and its own flags; then the
-// config file, the environment, and the flags over both.
+// ParseFlags reads the command line (cmdline.go): the command, its arguments and the flags,
+// which may stand before or after the command; then the config file, the environment, and the
+// flags over both.
 func (m *Main) ParseFlags(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("loopbot", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	fs.StringVar(&m.ConfigPath, "config", m.Getenv("LOOPBOT_CONFIG"), "config file (TOML); env LOOPBOT_CONFIG")
-	fs.StringVar(&m.flags.db, "db", "", "database file (overrides [store] path)")
-	fs.StringVar(&m.flags.admin, "admin", "", "health and metrics address (overrides [admin] addr)")
-	fs.StringVar(&m.flags.web, "web", "", "web console address (overrides [web] addr)")
-	fs.StringVar(&m.flags.logLevel, "log-level", "", "debug, info, warn or error (overrides [log] level)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: loopbot [flags] [serve | check [-online] | runs [show ID] | db check | db compact | version]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := m.parseCommandLine(args); err != nil {
 		return err
-	}
-	rest := fs.Args()
-	m.command = "serve"
-	if len(rest) > 0 {
-		m.command, rest = rest[0], rest[1:]
-	}
-	switch m.command {
-	case "serve", "version":
-		if len(rest) > 0 {
-			return fmt.Errorf("%s takes no arguments, got %q", m.command, rest)
-		}
-	case "check":
-		cfs := flag.NewFlagSet("check", flag.ContinueOnError)
-		cfs.SetOutput(m.Stderr)
-		cfs.BoolVar(&m.online, "online", false, "also try each configured credential")
-		if err := cfs.Parse(rest); err != nil {
-			return err
-		}
-		if cfs.NArg() > 0 {
-			return fmt.Errorf("check takes no arguments, got %q", cfs.Args())
-		}
-	case "runs":
-		if len(rest) != 0 && (len(rest) != 2 || rest[0] != "show") {
-			return errors.New("usage: loopbot runs [show ID]")
-		}
-		m.args = rest
-	case "db":
-		if len(rest) != 1 || (rest[0] != "check" && rest[0] != "compact") {
-			return errors.New("usage: loopbot db check | loopbot db compact")
-		}
-		m.args = rest
-	default:
-		return fmt.Errorf("unknown command %q (want serve, check, runs, db or version)", m.command)
 	}
 	if m.command == "version" {
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
@@ -25,7 +26,8 @@ func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet
 	if err != nil {
 		return modelSet{}, err
 	}
-	set := modelSet{executor: meteredModel{Model: exec, role: "executor", m: met}}
+	host := endpointHost(cfg.LLM.BaseURL)
+	set := modelSet{executor: meteredModel{Model: endpointModel{Model: exec, host: host}, role: "executor", m: met}}
 	for _, role := range []struct {
 		name string
 		rc   RoleConfig
@@ -37,7 +39,7 @@ func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet
 				return modelSet{}, err
 			}
 		}
-		*role.dst = meteredModel{Model: m, role: role.name, m: met}
+		*role.dst = meteredModel{Model: endpointModel{Model: m, host: host}, role: role.name, m: met}
 	}
 	return set, nil
 }
@@ -60,6 +62,34 @@ func pingModel(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.Complete(ctx, agent.Request{MaxTokens: 5, Messages: []agent.Message{{Role: agent.RoleUser, Content: "Reply with the word ok."}}})
+	_, err = endpointModel{Model: c, host: endpointHost(cfg.LLM.BaseURL)}.Complete(ctx, agent.Request{MaxTokens: 5, Messages: []agent.Message{{Role: agent.RoleUser, Content: "Reply with the word ok."}}})
 	return err
+}
+
+// endpointModel names the endpoint's host in the model's errors, so that the log line of a
+// failed call says which server failed. The thread shows only the error's safe summary.
+type endpointModel struct {
+	agent.Model
+	host string
+}
+
+func (m endpointModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	reply, err := m.Model.Complete(ctx, req)
+	if err != nil {
+		return reply, fmt.Errorf("model endpoint %s: %w", m.host, err)
+	}
+	return reply, nil
+}
+
+// endpointHost is the host (and port) of the base URL, without the user, password, path or
+// query that may hold a secret.
+func endpointHost(baseURL string) string {
+	if baseURL == "" {
+		return "api.openai.com"
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return "(unparsable base_url)"
+	}
+	return u.Host
 }
