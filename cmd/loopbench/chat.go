@@ -45,7 +45,7 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model client: %w", err)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 2*o.chatSteps + 10}, client, []agent.Tool{instantTool{name: "look", output: "a short result"}})
+	ag, err := agent.New(agent.Config{MaxSteps: 2*o.chatSteps + 10, NoProgressSteps: noProgressOff}, client, []agent.Tool{instantTool{name: "look", output: "a short result"}})
 	if err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
 	}

@@ -55,7 +55,7 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model client: %w", err)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: steps + 10}, client, []agent.Tool{instantTool{name: "look", output: "a short result"}})
+	ag, err := agent.New(agent.Config{MaxSteps: steps + 10, NoProgressSteps: noProgressOff}, client, []agent.Tool{instantTool{name: "look", output: "a short result"}})
 	if err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
 	}

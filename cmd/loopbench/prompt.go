@@ -33,11 +33,11 @@ const (
 // repeats the previous one's from its first byte, and what the managed run costs with
 // OpenAI's cached-input discount against the full-history loop billed without any.
 func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
-	managed, err := promptRequests(ctx, o, agent.Config{ContextTokens: o.promptBudget})
+	managed, err := promptRequests(ctx, o, agent.Config{ContextTokens: o.promptBudget, NoProgressSteps: noProgressOff})
 	if err != nil {
 		return nil, fmt.Errorf("with context management: %w", err)
 	}
-	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000})
+	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000, NoProgressSteps: noProgressOff})
 	if err != nil {
 		return nil, fmt.Errorf("with full history: %w", err)
 	}

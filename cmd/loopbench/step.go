@@ -38,7 +38,7 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 		return agent.Reply{Message: msg, Usage: agent.Usage{PromptTokens: 500, CompletionTokens: 20, Calls: 1}}, nil
 	})
 	tool := instantTool{name: "look", output: "a short result of the kind a directory listing gives"}
-	ag, err := agent.New(agent.Config{MaxSteps: 2*steps + 10}, model, []agent.Tool{tool})
+	ag, err := agent.New(agent.Config{MaxSteps: 2*steps + 10, NoProgressSteps: noProgressOff}, model, []agent.Tool{tool})
 	if err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
 	}
