@@ -2,3 +2,12 @@ package bot
 
 // RetryDelay exposes retryDelay to the external tests.
 var RetryDelay = retryDelay
+
+// ControlWords exposes controlWords and its answers to the external tests.
+var ControlWords = controlWords
+
+const (
+	WordsNote  = wordsNote
+	WordsStop  = wordsStop
+	WordsPause = wordsPause
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ const (
 	noticeCancelling   = "Cancelling the run."
 	noticeOtherThread  = "This button belongs to another thread."
 	noticeNoted        = "Noted: the run will read this at its next step."
+	noticeNoPause      = "Pausing is not available: the run keeps working. Say \"stop\" or press Cancel to end it."
 )
 
 // Handle takes one event from an adapter. It only reads and writes the store (never a model
@@ -138,8 +140,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return Result{Notice: notice}, nil
 	}
 	var res Result
+	var stop string
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res = Result{}
+		res, stop = Result{}, ""
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -166,6 +169,16 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if ev.Kind == EventReply && steerable(rec.Status) {
+			// A plain-words stop or pause is a control, never a note for the model: a stop
+			// is cancelled below, after the claim commits, exactly as the Cancel button is.
+			switch controlWords(text) {
+			case wordsStop:
+				stop = rec.ID
+				return nil
+			case wordsPause:
+				res.RunID, res.Notice = rec.ID, noticeNoPause
+				return nil
+			}
 			// A reply to a run that is working is said to the run: it reaches the model at
 			// the next step boundary, instead of waiting as a new goal behind it.
 			res.RunID, res.Notice = rec.ID, noticeNoted
@@ -177,6 +190,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		res.RunID = rec.ID
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
+	if err == nil && stop != "" {
+		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
+	}
 	return res, err
 }
 
@@ -445,4 +461,31 @@ func byteSize(n int) string {
 // working, or will be again as soon as its approvals are decided.
 func steerable(s agent.Status) bool {
 	return s == agent.StatusQueued || s == agent.StatusRunning || s == agent.StatusAwaitingApproval
+}
+
+// What a reply to a working run asks for when it is one of the control phrases.
+const (
+	wordsNote = iota
+	wordsStop
+	wordsPause
+)
+
+// stopWords and pauseWords are the whole replies read as a stop or a pause request. They
+// are exact phrases, not words to look for: "stop using the cache and retry" is a note.
+var (
+	stopWords  = []string{"stop", "stop it", "stop now", "stop please", "please stop", "cancel", "cancel it", "abort"}
+	pauseWords = []string{"pause", "wait", "hold on"}
+)
+
+// controlWords reports whether the reply text is a stop request, a pause request or
+// neither (a note), ignoring case, surrounding space and trailing punctuation.
+func controlWords(text string) int {
+	s := strings.ToLower(strings.TrimSpace(strings.TrimRight(strings.TrimSpace(text), ".!?… ")))
+	switch {
+	case slices.Contains(stopWords, s):
+		return wordsStop
+	case slices.Contains(pauseWords, s):
+		return wordsPause
+	}
+	return wordsNote
 }

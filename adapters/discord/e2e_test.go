@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,6 +55,8 @@ type e2e struct {
 	llm  *llmtest.Server
 	db   *store.DB
 	tool *deployTool
+	// more are tools the agent has besides deploy, set before start.
+	more []agent.Tool
 	cfg  bot.Config
 	// stop stops the running adapter and bot; nil when none runs.
 	stop func(t *testing.T)
@@ -93,7 +96,7 @@ func (e *e2e) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := agent.New(agent.Config{}, model, []agent.Tool{e.tool})
+	ag, err := agent.New(agent.Config{}, model, append([]agent.Tool{e.tool}, e.more...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,5 +529,96 @@ func TestE2ECardEditRateLimited(t *testing.T) {
 	final, _ := e.f.Message(card.ID)
 	if len(buttonIDs(final)) != 0 {
 		t.Errorf("final card keeps its buttons: %+v", final.Payload)
+	}
+}
+
+// heldTool is a safe tool whose call reports that it started and then holds until the test
+// frees it, so a test can act while a run is surely mid-step.
+type heldTool struct {
+	started chan struct{} // closed by the first call
+	release chan struct{} // closed by free
+	once    sync.Once
+	freed   sync.Once
+}
+
+func newHeldTool(t *testing.T) *heldTool {
+	h := &heldTool{started: make(chan struct{}), release: make(chan struct{})}
+	// Freed by itself when the test ends, before the bot stops.
+	t.Cleanup(h.free)
+	return h
+}
+
+// free lets the held call, and any later one, return.
+func (h *heldTool) free() { h.freed.Do(func() { close(h.release) }) }
+
+func (h *heldTool) Info() agent.ToolInfo {
+	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "migrate", Description: "migrates the database",
+		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+}
+
+func (h *heldTool) Assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe, Reason: "the test's"}
+}
+
+func (h *heldTool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	h.once.Do(func() { close(h.started) })
+	select {
+	case <-h.release:
+		return "migrated half the tables", nil
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+}
+
+// A reply in the run's thread while the run is in a tool call is acknowledged in the thread
+// as noted, reaches the model's next request as the person's note, and starts no second run.
+func TestE2EReplySteersAWorkingRun(t *testing.T) {
+	held := newHeldTool(t)
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)},
+		llmtest.ToolCalls(llmtest.Call("migrate", `{}`)), llmtest.Text("Migrated on staging, as asked."))
+	e.more = []agent.Tool{held}
+	e.start(t)
+	const goal, thread = "migrate the database", "1200"
+	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload(thread, discordfake.Channel, "<@"+discordfake.BotID+"> "+goal, discordfake.BotID))
+	receive(t, "the tool call", held.started)
+
+	const note = "use the staging database instead"
+	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1201", thread, note))
+	waitUntil(t, "the thread's acknowledgement", func() bool { _, ok := e.answer(thread, "Noted"); return ok })
+	held.free()
+	waitUntil(t, "the answer", func() bool { _, ok := e.answer(thread, "Migrated on staging"); return ok })
+
+	reqs := e.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	if strings.Contains(fmt.Sprint(reqs[0].Messages), note) {
+		t.Errorf("the first request already had the note: %+v", reqs[0].Messages)
+	}
+	var noted bool
+	for _, m := range reqs[1].Messages {
+		noted = noted || m.Role == "user" && strings.Contains(m.Content, "While you work") && strings.Contains(m.Content, note)
+	}
+	if !noted {
+		t.Errorf("the next request %+v, want the person's note as a user message", reqs[1].Messages)
+	}
+	var runs []*bot.RunRecord
+	if err := e.db.View(context.Background(), func(tx bot.Tx) (err error) {
+		runs, err = tx.Runs(bot.RunFilter{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Errorf("%d runs in the store, want the one the reply steered", len(runs))
+	}
+	cards := 0
+	for _, m := range e.f.ChannelMessages(thread) {
+		if embed(m) != nil {
+			cards++
+		}
+	}
+	if cards != 1 {
+		t.Errorf("%d cards in the thread, want the one status card", cards)
 	}
 }

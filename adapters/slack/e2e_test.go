@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -146,6 +147,7 @@ type e2e struct {
 	log   *callLog
 	model *llmtest.Server
 	tool  *deployTool
+	more  []agent.Tool
 	cfg   bot.Config
 	path  string
 	done  chan handled
@@ -159,6 +161,12 @@ type e2e struct {
 
 func newE2E(t *testing.T, cfg bot.Config, script ...llmtest.Step) *e2e {
 	t.Helper()
+	return newE2EWith(t, cfg, nil, script...)
+}
+
+// newE2EWith is newE2E with more tools for the agent besides deploy.
+func newE2EWith(t *testing.T, cfg bot.Config, more []agent.Tool, script ...llmtest.Step) *e2e {
+	t.Helper()
 	f := newFakeSlack(t)
 	if cfg.EditInterval == 0 {
 		// Short, so the tests do not wait a second between edits; pacing has its own test.
@@ -170,6 +178,7 @@ func newE2E(t *testing.T, cfg bot.Config, script ...llmtest.Step) *e2e {
 		log:   newCallLog(f),
 		model: llmtest.NewTest(t, script...),
 		tool:  &deployTool{},
+		more:  more,
 		cfg:   cfg,
 		path:  filepath.Join(t.TempDir(), "loopbot.db"),
 		done:  make(chan handled, 64),
@@ -192,7 +201,7 @@ func (e *e2e) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 10}, model, []agent.Tool{e.tool})
+	ag, err := agent.New(agent.Config{MaxSteps: 10}, model, append([]agent.Tool{e.tool}, e.more...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,4 +712,100 @@ func TestE2EUpdateRateLimited(t *testing.T) {
 			t.Errorf("the answer was posted %s after the 429, inside Retry-After", c.At.Sub(updates[0]))
 		}
 	}
+}
+
+// heldTool is a safe tool whose call reports that it started and then holds until the test
+// releases it, so a test can act while a run is surely mid-step.
+type heldTool struct {
+	started chan struct{} // closed by the first call
+	release chan struct{} // closed by free
+	once    sync.Once
+	freed   sync.Once
+}
+
+func newHeldTool(t *testing.T) *heldTool {
+	h := &heldTool{started: make(chan struct{}), release: make(chan struct{})}
+	// Freed by itself when the test ends, before the bot stops.
+	t.Cleanup(h.free)
+	return h
+}
+
+// free lets the held call, and any later one, return.
+func (h *heldTool) free() { h.freed.Do(func() { close(h.release) }) }
+
+func (h *heldTool) Info() agent.ToolInfo {
+	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "migrate", Description: "migrates the database",
+		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+}
+
+func (h *heldTool) Assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe, Reason: "the test's"}
+}
+
+func (h *heldTool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
+	h.once.Do(func() { close(h.started) })
+	select {
+	case <-h.release:
+		return "migrated half the tables", nil
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+}
+
+// TestE2EReplySteersAWorkingRun: a reply in the thread while the run is in a tool call is
+// acknowledged as noted, reaches the model's next request as the person's note, and starts
+// no second run.
+func TestE2EReplySteersAWorkingRun(t *testing.T) {
+	held := newHeldTool(t)
+	e := newE2EWith(t, bot.Config{}, []agent.Tool{held},
+		llmtest.ToolCalls(llmtest.Call("migrate", `{}`)), llmtest.Text("Migrated on staging, as asked."))
+	e.mention("env-1", "Ev1", "migrate the database")
+	runID := e.handled().res.RunID
+	select {
+	case <-held.started:
+	case <-time.After(waitLimit):
+		t.Fatal("the run never called the tool")
+	}
+
+	const note = "use the staging database instead"
+	reply := map[string]any{"token": "x", "team_id": teamID, "api_app_id": "A1", "type": "event_callback",
+		"event_id": "Ev2", "event_time": 1700000200, "event": map[string]any{
+			"type": "message", "channel_type": "channel", "user": "U1", "text": note,
+			"ts": "1700000200.000100", "thread_ts": rootTS, "channel": "C1", "event_ts": "1700000200.000100"}}
+	e.f.send("events_api", "env-2", reply)
+	if a := e.f.nextAck(); a.EnvelopeID != "env-2" {
+		t.Fatalf("ack for %q", a.EnvelopeID)
+	}
+	if h := e.handled(); h.ev.Kind != bot.EventReply || h.res.RunID != runID || !strings.Contains(h.res.Notice, "Noted") {
+		t.Fatalf("reply handled as %s with %+v, want it noted for run %s", h.ev.Kind, h.res, runID)
+	}
+	held.free()
+	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("Migrated on staging")))
+
+	reqs := e.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	if strings.Contains(fmt.Sprint(reqs[0].Messages), note) {
+		t.Errorf("the first request already had the note: %+v", reqs[0].Messages)
+	}
+	var noted bool
+	for _, m := range reqs[1].Messages {
+		noted = noted || m.Role == "user" && strings.Contains(m.Content, "While you work") && strings.Contains(m.Content, note)
+	}
+	if !noted {
+		t.Errorf("the next request %+v, want the person's note as a user message", reqs[1].Messages)
+	}
+	var runs []*bot.RunRecord
+	e.view(func(tx bot.Tx) (err error) {
+		runs, err = tx.Runs(bot.RunFilter{})
+		return err
+	})
+	if len(runs) != 1 {
+		t.Errorf("%d runs in the store, want the one the reply steered", len(runs))
+	}
+	if n := len(e.log.of("chat.postMessage", statusCard)); n != 1 {
+		t.Errorf("%d status cards posted, want 1", n)
+	}
+	e.checkThreaded()
 }
