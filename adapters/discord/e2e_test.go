@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/agenttest"
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
@@ -532,60 +532,22 @@ func TestE2ECardEditRateLimited(t *testing.T) {
 	}
 }
 
-// heldTool is a safe tool whose call reports that it started and then holds until the test
-// frees it, so a test can act while a run is surely mid-step.
-type heldTool struct {
-	started chan struct{} // closed by the first call
-	release chan struct{} // closed by free
-	once    sync.Once
-	freed   sync.Once
-}
-
-func newHeldTool(t *testing.T) *heldTool {
-	h := &heldTool{started: make(chan struct{}), release: make(chan struct{})}
-	// Freed by itself when the test ends, before the bot stops.
-	t.Cleanup(h.free)
-	return h
-}
-
-// free lets the held call, and any later one, return.
-func (h *heldTool) free() { h.freed.Do(func() { close(h.release) }) }
-
-func (h *heldTool) Info() agent.ToolInfo {
-	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "migrate", Description: "migrates the database",
-		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
-}
-
-func (h *heldTool) Assess(json.RawMessage) agent.Assessment {
-	return agent.Assessment{Risk: agent.RiskSafe, Reason: "the test's"}
-}
-
-func (h *heldTool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
-	h.once.Do(func() { close(h.started) })
-	select {
-	case <-h.release:
-		return "migrated half the tables", nil
-	case <-ctx.Done():
-		return "", context.Cause(ctx)
-	}
-}
-
 // A reply in the run's thread while the run is in a tool call is acknowledged in the thread
 // as noted, reaches the model's next request as the person's note, and starts no second run.
 func TestE2EReplySteersAWorkingRun(t *testing.T) {
-	held := newHeldTool(t)
+	held := agenttest.NewHeld(t, "migrate", "migrated half the tables")
 	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)},
 		llmtest.ToolCalls(llmtest.Call("migrate", `{}`)), llmtest.Text("Migrated on staging, as asked."))
 	e.more = []agent.Tool{held}
 	e.start(t)
 	const goal, thread = "migrate the database", "1200"
 	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload(thread, discordfake.Channel, "<@"+discordfake.BotID+"> "+goal, discordfake.BotID))
-	receive(t, "the tool call", held.started)
+	receive(t, "the tool call", held.Started)
 
 	const note = "use the staging database instead"
 	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1201", thread, note))
 	waitUntil(t, "the thread's acknowledgement", func() bool { _, ok := e.answer(thread, "Noted"); return ok })
-	held.free()
+	held.Free()
 	waitUntil(t, "the answer", func() bool { _, ok := e.answer(thread, "Migrated on staging"); return ok })
 
 	reqs := e.llm.Requests()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loopbot/loopbot/adapters/slack/slackfake"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/agenttest"
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
@@ -714,55 +715,17 @@ func TestE2EUpdateRateLimited(t *testing.T) {
 	}
 }
 
-// heldTool is a safe tool whose call reports that it started and then holds until the test
-// releases it, so a test can act while a run is surely mid-step.
-type heldTool struct {
-	started chan struct{} // closed by the first call
-	release chan struct{} // closed by free
-	once    sync.Once
-	freed   sync.Once
-}
-
-func newHeldTool(t *testing.T) *heldTool {
-	h := &heldTool{started: make(chan struct{}), release: make(chan struct{})}
-	// Freed by itself when the test ends, before the bot stops.
-	t.Cleanup(h.free)
-	return h
-}
-
-// free lets the held call, and any later one, return.
-func (h *heldTool) free() { h.freed.Do(func() { close(h.release) }) }
-
-func (h *heldTool) Info() agent.ToolInfo {
-	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "migrate", Description: "migrates the database",
-		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
-}
-
-func (h *heldTool) Assess(json.RawMessage) agent.Assessment {
-	return agent.Assessment{Risk: agent.RiskSafe, Reason: "the test's"}
-}
-
-func (h *heldTool) Call(ctx context.Context, inv agent.Invocation) (string, error) {
-	h.once.Do(func() { close(h.started) })
-	select {
-	case <-h.release:
-		return "migrated half the tables", nil
-	case <-ctx.Done():
-		return "", context.Cause(ctx)
-	}
-}
-
 // TestE2EReplySteersAWorkingRun: a reply in the thread while the run is in a tool call is
 // acknowledged as noted, reaches the model's next request as the person's note, and starts
 // no second run.
 func TestE2EReplySteersAWorkingRun(t *testing.T) {
-	held := newHeldTool(t)
+	held := agenttest.NewHeld(t, "migrate", "migrated half the tables")
 	e := newE2EWith(t, bot.Config{}, []agent.Tool{held},
 		llmtest.ToolCalls(llmtest.Call("migrate", `{}`)), llmtest.Text("Migrated on staging, as asked."))
 	e.mention("env-1", "Ev1", "migrate the database")
 	runID := e.handled().res.RunID
 	select {
-	case <-held.started:
+	case <-held.Started:
 	case <-time.After(waitLimit):
 		t.Fatal("the run never called the tool")
 	}
@@ -779,7 +742,7 @@ func TestE2EReplySteersAWorkingRun(t *testing.T) {
 	if h := e.handled(); h.ev.Kind != bot.EventReply || h.res.RunID != runID || !strings.Contains(h.res.Notice, "Noted") {
 		t.Fatalf("reply handled as %s with %+v, want it noted for run %s", h.ev.Kind, h.res, runID)
 	}
-	held.free()
+	held.Free()
 	e.log.waitCall(t, "the answer", 1, "chat.postMessage", and(answer, blocksHave("Migrated on staging")))
 
 	reqs := e.model.Requests()
