@@ -287,3 +287,37 @@ func TestE2EMentionMidThread(t *testing.T) {
 		})
 	}
 }
+
+// FuzzHistoryOf: whatever Discord (or something posing as it) answers, the history stays
+// within the bot's bounds, has no empty text, and names no one on the bot's own messages.
+func FuzzHistoryOf(f *testing.F) {
+	raw, err := os.ReadFile("testdata/channel_messages.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var fx struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(raw, &fx); err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(fx.Messages), histMention)
+	f.Add([]byte(`[{"id":"1","content":"<@`+discordfake.BotID+`> hi","author":{"id":"`+discordfake.BotID+`"}},{"id":"2","type":7,"author":{"id":"3"}}]`), "")
+	f.Fuzz(func(t *testing.T, page []byte, before string) {
+		var msgs []*discordgo.Message
+		if json.Unmarshal(page, &msgs) != nil {
+			return
+		}
+		h := historyOf(msgs, discordfake.BotID, before)
+		n := 0
+		for _, m := range h.Messages {
+			n += len(m.Text)
+			if m.Text == "" || (m.Bot && m.Name != "") {
+				t.Errorf("message %+v", m)
+			}
+		}
+		if n > bot.MaxHistoryBytes || len(h.Messages) > bot.MaxHistoryMessages {
+			t.Errorf("%d messages of %d bytes", len(h.Messages), n)
+		}
+	})
+}
