@@ -132,6 +132,8 @@ func TestHistoryOf(t *testing.T) {
 				{Name: "u7", Text: big[:bot.MaxHistoryBytes-2*(len(big)+1)-len(text.Ellipsis)] + text.Ellipsis},
 				{Name: "u7", Text: big + "b"}, {Name: "u7", Text: big + "c"},
 			}},
+		{name: "no room for a cut", msgs: []*discordgo.Message{msg("2", "7", strings.Repeat("y", bot.MaxHistoryBytes-2)), msg("1", "7", "0123456789")},
+			want: []bot.HistoryMessage{{Name: "u7", Text: strings.Repeat("y", bot.MaxHistoryBytes-2)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := historyOf(tc.msgs, discordfake.BotID, tc.before)
