@@ -37,6 +37,8 @@ type interaction struct {
 	// private asks for an ephemeral deferred response: status and cancel answer the caller
 	// alone.
 	private bool
+	// threadOwner is who started the thread the interaction happened in, when Discord says.
+	threadOwner string
 }
 
 // channelInfo is the part of a channel the adapter needs.
@@ -88,6 +90,7 @@ func decodeInteraction(raw []byte) (*interaction, error) {
 	inThread := extra.Channel != nil && extra.Channel.isThread() && extra.Channel.ParentID != ""
 	if inThread {
 		ev.Thread.Channel, ev.Thread.Thread = extra.Channel.ParentID, it.ChannelID
+		in.threadOwner = extra.Channel.OwnerID
 	}
 	switch it.Type {
 	case discordgo.InteractionApplicationCommand:

@@ -9,6 +9,13 @@
 // posted and edited with the bot token on the thread's channel routes, never through the
 // interaction webhook, whose token dies after fifteen minutes while a run may take hours.
 //
+// A run that starts where people were already talking (a mention in a channel or in a thread
+// the bot did not start, or /loopbot with a goal there) carries what was said before it in
+// Event.History: one GET /channels/{id}/messages before the mention or the interaction
+// (history.go), the bot's own messages marked, people's with their display names, within
+// bot.MaxHistoryMessages and bot.MaxHistoryBytes. A failed fetch is logged and the run starts
+// without it. The bot keeps it only for a thread's first run.
+//
 // Two modes: gateway (the default; a websocket from the bot to Discord, which also delivers
 // mentions and thread replies) and HTTP interactions (Discord POSTs signed interactions to a
 // public URL; slash commands and buttons only).

@@ -116,6 +116,7 @@ func TestGatewaySlashCommand(t *testing.T) {
 		Text:   "summarise @everyone's issues",
 	}
 	ev.At = time.Time{}
+	emptyHistory(t, &ev)
 	if ev != want {
 		t.Errorf("event\n got %+v\nwant %+v", ev, want)
 	}
@@ -313,6 +314,7 @@ func TestGatewayMentionAndReply(t *testing.T) {
 		User:   bot.User{ID: discordfake.UserID, Name: "alice"},
 	}
 	ev.At = time.Time{}
+	emptyHistory(t, &ev)
 	if ev != want {
 		t.Errorf("mention\n got %+v\nwant %+v", ev, want)
 	}

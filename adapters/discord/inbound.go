@@ -122,6 +122,11 @@ func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) 
 			ev.Thread.Thread = id
 		}
 	}
+	if wantsHistory(in, a.currentBotID()) {
+		// What was said in the channel (or the thread) before the command is the new run's
+		// context; the interaction's ID is when it was used.
+		a.withHistory(ctx, &ev, in.it.ChannelID, in.it.ID)
+	}
 	a.mu.Lock()
 	a.tokens[ev.Thread.Key()+"/"+ev.User.ID] = recentInteraction{it: in.it, at: a.now()}
 	a.mu.Unlock()
@@ -136,6 +141,14 @@ func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) 
 	case in.private:
 		a.answer(ctx, in, noticeDone)
 	}
+}
+
+// wantsHistory reports whether a command may start a thread's first run and so needs what
+// was said before it: /loopbot with a goal in a server's channel, or in a thread the bot did
+// not start (in the bot's own threads, the runs already there are the context).
+func wantsHistory(in *interaction, botID string) bool {
+	return in.ev.Command == bot.CommandStart && in.ev.Text != "" && in.it.GuildID != "" &&
+		(in.threadOwner == "" || in.threadOwner != botID)
 }
 
 // answer tells the acting user note alone: in the ephemeral deferred response for status
@@ -273,6 +286,7 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 		case ch.isThread() && m.mentioned:
 			ev.Kind = bot.EventMention
 			ev.Thread.Channel, ev.Thread.Thread = ch.ParentID, ev.Thread.Channel
+			a.withHistory(ctx, &ev, ev.Thread.Thread, ev.ID)
 		case m.mentioned:
 			ev.Kind = bot.EventMention
 			var id string
@@ -286,6 +300,9 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 				return
 			}
 			ev.Thread.Thread = id
+			// The run's thread is new: what the channel held before the mention is its
+			// context.
+			a.withHistory(ctx, &ev, ev.Thread.Channel, ev.ID)
 		default:
 			return
 		}

@@ -8,6 +8,10 @@
 // minutes later on the fake's own clock (Advance), as Discord's do; an interaction is
 // acknowledged once, and a second callback is refused as Discord refuses it.
 //
+// GET /channels/{id}/messages serves what a test scripted with AddHistory (real message
+// objects, say), newest first, honouring before and limit as Discord does; the request log
+// keeps each request's query.
+//
 // Faults are injected per route (Inject, Fail, RateLimit): an error status with its body
 // and headers for the next matching requests, such as a 429 with Discord's retry_after
 // body and X-RateLimit-* and Retry-After headers, so a test can check that a client waits

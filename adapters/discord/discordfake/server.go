@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,11 +44,14 @@ type Server struct {
 	requests []Request
 	messages map[string]*Message
 	channels map[string]map[string]any
-	tokens   map[string]time.Time // interaction token -> issued, on the fake's clock
-	acked    map[string]bool      // interaction IDs whose callback was answered
-	faults   []*Fault
-	order    []string
-	errs     []error
+	// history is what GET /channels/{id}/messages serves per channel: message objects as
+	// Discord returns them, scripted by AddHistory, oldest first.
+	history map[string][]map[string]any
+	tokens  map[string]time.Time // interaction token -> issued, on the fake's clock
+	acked   map[string]bool      // interaction IDs whose callback was answered
+	faults  []*Fault
+	order   []string
+	errs    []error
 	// changed is closed and replaced at every change a test may wait for: a request, a
 	// message stored, a gateway handshake or heartbeat.
 	changed    chan struct{}
@@ -70,6 +74,8 @@ type Server struct {
 // Request is one REST request the fake received.
 type Request struct {
 	Method, Path string
+	// Query is the raw query string ("before=...&limit=50").
+	Query string
 	// Auth is the Authorization header ("Bot <token>").
 	Auth string
 	// Body is a JSON object body (for a multipart request, its payload_json), List a JSON
@@ -126,6 +132,7 @@ func New() (*Server, error) {
 		nextID:   1000000000000000000,
 		messages: map[string]*Message{},
 		channels: map[string]map[string]any{Channel: {"id": Channel, "type": 0, "guild_id": GuildID}},
+		history:  map[string][]map[string]any{},
 		tokens:   map[string]time.Time{},
 		acked:    map[string]bool{},
 		changed:  make(chan struct{}),
@@ -396,6 +403,57 @@ func (f *Server) AddChannel(ch map[string]any) {
 	f.mu.Unlock()
 }
 
+// AddHistory appends messages (message objects as Discord returns them, with at least "id")
+// to what GET /channels/{ch}/messages serves for ch. Give them oldest first.
+func (f *Server) AddHistory(ch string, msgs ...map[string]any) {
+	f.mu.Lock()
+	f.history[ch] = append(f.history[ch], msgs...)
+	f.mu.Unlock()
+}
+
+// olderID reports whether snowflake a is older than b: snowflakes grow with time, so the
+// shorter string, or the smaller one of the same length, is older.
+func olderID(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// channelHistory answers GET /channels/{ch}/messages as Discord does for before and limit:
+// the newest messages older than before, newest first, limit of them (50 when not given,
+// at most 100). Unknown channels get Discord's 404.
+func (f *Server) channelHistory(w http.ResponseWriter, r *http.Request) {
+	ch := r.PathValue("ch")
+	q := r.URL.Query()
+	limit := 50
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			writeJSON(w, 400, map[string]any{"code": 50035, "message": "Invalid Form Body"})
+			return
+		}
+		limit = n
+	}
+	before := q.Get("before")
+	f.mu.Lock()
+	_, known := f.channels[ch]
+	msgs := f.history[ch]
+	out := []map[string]any{}
+	for i := len(msgs) - 1; i >= 0 && len(out) < limit; i-- {
+		id, _ := msgs[i]["id"].(string)
+		if before == "" || olderID(id, before) {
+			out = append(out, msgs[i])
+		}
+	}
+	f.mu.Unlock()
+	if !known && len(msgs) == 0 {
+		writeJSON(w, 404, map[string]any{"code": 10003, "message": "Unknown Channel"})
+		return
+	}
+	writeJSON(w, 200, out)
+}
+
 // Interaction registers a fresh interaction at the fake's clock and returns its ID and
 // token.
 func (f *Server) Interaction() (id, token string) {
@@ -503,6 +561,7 @@ func (f *Server) routes() http.Handler {
 		}
 		writeJSON(w, 201, ch)
 	})
+	mux.HandleFunc("GET /api/v9/channels/{ch}/messages", f.channelHistory)
 	mux.HandleFunc("GET /api/v9/channels/{ch}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		ch, ok := f.channels[r.PathValue("ch")]
@@ -580,7 +639,7 @@ func (f *Server) record(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		req := Request{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), At: time.Now()}
+		req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization"), At: time.Now()}
 		raw, err := io.ReadAll(r.Body)
 		if err != nil {
 			f.fail(fmt.Errorf("%s %s: read body: %w", r.Method, r.URL.Path, err))

@@ -228,3 +228,51 @@ func TestGatewayResumeUnknownSession(t *testing.T) {
 		t.Errorf("the unknown session was not reported: %v", err)
 	}
 }
+
+// GET /channels/{id}/messages answers as Discord does: newest first, older than before,
+// at most limit (50 by default, 100 at most), and 404 for a channel it does not know.
+func TestChannelHistory(t *testing.T) {
+	f := newServer(t)
+	for _, id := range []string{"98", "99", "100", "101"} {
+		f.AddHistory(Channel, map[string]any{"id": id, "content": "m" + id})
+	}
+	base := f.URL() + "api/v9/channels/"
+	for _, tc := range []struct {
+		query  string
+		status int
+		want   string
+	}{
+		{"", 200, "m101 m100 m99 m98"},
+		{"?before=101", 200, "m100 m99 m98"},
+		{"?before=100&limit=2", 200, "m99 m98"},
+		{"?limit=1", 200, "m101"},
+		{"?limit=101", 400, ""},
+		{"?limit=0", 400, ""},
+	} {
+		resp, body := do(t, "GET", base+Channel+"/messages"+tc.query, "")
+		if resp.StatusCode != tc.status {
+			t.Errorf("%q: status %d, want %d", tc.query, resp.StatusCode, tc.status)
+			continue
+		}
+		if tc.status != 200 {
+			continue
+		}
+		var msgs []map[string]any
+		if err := json.Unmarshal([]byte(body), &msgs); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m["content"].(string))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%q: %v, want %s", tc.query, got, tc.want)
+		}
+	}
+	if resp, _ := do(t, "GET", base+"123/messages", ""); resp.StatusCode != 404 {
+		t.Errorf("unknown channel: status %d, want 404", resp.StatusCode)
+	}
+	if r := Find(f.Requests(), "GET", "/api/v9/channels/*/messages"); len(r) == 0 || r[1].Query != "before=101" {
+		t.Errorf("request log %+v, want queries kept", r)
+	}
+}
