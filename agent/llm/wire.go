@@ -17,28 +17,28 @@ import (
 // completion is a chat completion sent as one JSON body.
 type completion struct {
 	Choices []struct {
-		Index   int `json:"index"`
-		Message struct {
-			Content   string     `json:"content"`
-			Refusal   string     `json:"refusal"`
-			ToolCalls []toolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		Index        int         `json:"index"`
+		Message      wireMessage `json:"message"`
+		FinishReason string      `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *openai.Usage `json:"usage"`
 	Error *wireError    `json:"error"`
 }
 
+// wireMessage is the assistant's message of a reply, or the part of it a stream's chunk
+// adds: the two have the same fields.
+type wireMessage struct {
+	Content   string     `json:"content"`
+	Refusal   string     `json:"refusal"`
+	ToolCalls []toolCall `json:"tool_calls"`
+}
+
 // chunk is one chunk of a streamed chat completion.
 type chunk struct {
 	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content   string     `json:"content"`
-			Refusal   string     `json:"refusal"`
-			ToolCalls []toolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
+		Index        int         `json:"index"`
+		Delta        wireMessage `json:"delta"`
+		FinishReason string      `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *openai.Usage `json:"usage"`
 	Error *wireError    `json:"error"`
