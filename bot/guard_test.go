@@ -311,11 +311,7 @@ func TestOversizedGoalRefused(t *testing.T) {
 // thread once the run has taken it.
 func TestReplySteersAWorkingRun(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		slow := &tool{name: "slow", risk: agent.RiskSafe, out: "half done", delay: 10 * time.Second}
-		h := newHarness(t, bot.Config{}, slow)
-		h.model.add(use("slow", `{"q":"a"}`), say("Used staging as asked."))
-		res := h.mention(ann, "migrate the database")
-		synctest.Wait() // the run is in its slow tool call
+		h, res := workingRun(t, "Used staging as asked.")
 		got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "use the staging database instead"})
 		if got.RunID != res.RunID || !strings.Contains(got.Notice, "Noted") {
 			t.Fatalf("reply mid-run = %+v, want it noted for run %s", got, res.RunID)
@@ -366,4 +362,16 @@ func TestRefusedClickerIsToldWhoDecides(t *testing.T) {
 			}
 		})
 	}
+}
+
+// workingRun starts a run whose one tool call takes ten (fake) seconds, and returns when the
+// run is in that call; its answer after the call is answer. Call it inside a bubble.
+func workingRun(t *testing.T, answer string) (*harness, bot.Result) {
+	t.Helper()
+	slow := &tool{name: "slow", risk: agent.RiskSafe, out: "half done", delay: 10 * time.Second}
+	h := newHarness(t, bot.Config{}, slow)
+	h.model.add(use("slow", `{"q":"a"}`), say(answer))
+	res := h.mention(ann, "migrate the database")
+	synctest.Wait()
+	return h, res
 }

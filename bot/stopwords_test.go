@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
@@ -65,11 +64,7 @@ func TestStopWordsCancelAWorkingRun(t *testing.T) {
 // at the Cancel button; their words are not a note either.
 func TestStopWordsHonourWhoMayCancel(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		slow := &tool{name: "slow", risk: agent.RiskSafe, out: "half done", delay: 10 * time.Second}
-		h := newHarness(t, bot.Config{}, slow)
-		h.model.add(use("slow", `{"q":"a"}`), say("done"))
-		res := h.mention(ann, "migrate the database")
-		synctest.Wait()
+		h, res := workingRun(t, "done")
 		got := h.event(bot.Event{Kind: bot.EventReply, User: eve, Text: "stop"})
 		if !strings.HasPrefix(got.Notice, "Only") {
 			t.Fatalf("stop from eve = %+v, want the refusal the Cancel button gives", got)
@@ -86,11 +81,7 @@ func TestStopWordsHonourWhoMayCancel(t *testing.T) {
 // model never reads it.
 func TestPauseWordsAreAnsweredNotNoted(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		slow := &tool{name: "slow", risk: agent.RiskSafe, out: "half done", delay: 10 * time.Second}
-		h := newHarness(t, bot.Config{}, slow)
-		h.model.add(use("slow", `{"q":"a"}`), say("done"))
-		res := h.mention(ann, "migrate the database")
-		synctest.Wait()
+		h, res := workingRun(t, "done")
 		got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "Hold on."})
 		if got.RunID != res.RunID || !strings.Contains(got.Notice, "not available") || !strings.Contains(got.Notice, "Cancel") {
 			t.Fatalf("pause mid-run = %+v, want the notice that pausing is not available", got)
