@@ -81,7 +81,8 @@ func (r *runner) prompt(ctx context.Context) []Message {
 		return len(msgs)
 	}
 	// The markers around untrusted outputs are added last; their room is kept from the start.
-	marks := r.markersCost(msgs)
+	untrusted := r.untrustedOutputs()
+	marks := r.markersCost(msgs, untrusted)
 	fixed := estimateTokens([]Message{sys}) + estimateTokens(msgs[:head]) + estimateTokens(plan) + marks
 	l := r.layoutSteps(msgs, starts, fixed)
 
@@ -100,7 +101,7 @@ func (r *runner) prompt(ctx context.Context) []Message {
 	out = append(out, msgs[at(l.cut):]...)
 	out = append(out, plan...)
 	if estimateTokens(out)+marks <= cfg.ContextTokens {
-		r.wrapUntrusted(out)
+		r.wrapUntrusted(out, untrusted)
 		return out
 	}
 
@@ -116,7 +117,7 @@ func (r *runner) prompt(ctx context.Context) []Message {
 			out[i].Content = truncate(out[i].Content, cfg.TruncateChars)
 		}
 	}
-	r.wrapUntrusted(out)
+	r.wrapUntrusted(out, untrusted)
 	return out
 }
 

@@ -37,26 +37,24 @@ func markerTokens(nonce string) int {
 	return (len(openMarker(nonce)) + len(closeMarker(nonce)) + 2 + 3) / 4
 }
 
-// untrusted reports whether m is the output of a tool whose content comes from outside: a
-// call of an untrusted tool that ran. A refused call's message (invalid arguments, a
-// rejection) is the loop's own text and stays as it is.
-func (r *runner) untrusted(m Message) bool {
-	if m.Role != RoleTool {
-		return false
+// untrustedOutputs returns the IDs of the calls whose output is outside content: calls of an
+// untrusted tool that ran. A refused call's message (invalid arguments, a rejection) is the
+// loop's own text and stays as it is. It is worked out once a prompt, not once a message.
+func (r *runner) untrustedOutputs() map[string]bool {
+	ids := map[string]bool{}
+	for _, c := range r.st.Calls {
+		if reg := r.a.tools[c.Name]; reg != nil && reg.info.Untrusted && (c.Status == CallSucceeded || c.Status == CallFailed) {
+			ids[c.ID] = true
+		}
 	}
-	reg := r.a.tools[m.Name]
-	if reg == nil || !reg.info.Untrusted {
-		return false
-	}
-	c := r.st.Call(m.ToolCallID)
-	return c == nil || c.Status == CallSucceeded || c.Status == CallFailed
+	return ids
 }
 
 // markersCost is what wrapping the untrusted outputs among msgs adds to a prompt.
-func (r *runner) markersCost(msgs []Message) int {
+func (r *runner) markersCost(msgs []Message, untrusted map[string]bool) int {
 	n := 0
 	for _, m := range msgs {
-		if r.untrusted(m) {
+		if m.Role == RoleTool && untrusted[m.ToolCallID] {
 			n += markerTokens(r.st.Nonce)
 		}
 	}
@@ -65,10 +63,10 @@ func (r *runner) markersCost(msgs []Message) int {
 
 // wrapUntrusted puts the untrusted outputs among msgs between the run's markers, in place.
 // Any copy of the nonce in the content is removed first, so nothing inside can close them.
-func (r *runner) wrapUntrusted(msgs []Message) {
+func (r *runner) wrapUntrusted(msgs []Message, untrusted map[string]bool) {
 	nonce := r.st.Nonce
 	for i := range msgs {
-		if !r.untrusted(msgs[i]) {
+		if msgs[i].Role != RoleTool || !untrusted[msgs[i].ToolCallID] {
 			continue
 		}
 		body := strings.ReplaceAll(msgs[i].Content, nonce, "")
