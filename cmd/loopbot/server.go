@@ -71,9 +71,12 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.demo {
 		acfg = demoAgentConfig(acfg)
 	}
-	// The agent refuses calls that would carry a secret out of the run; it asks the same
-	// redactor the bot posts through, so one rule set decides what a secret is.
-	secrets := bot.NewRedactor(append(append([]string(nil), cfg.Bot.Redact...), secretValues(cfg)...))
+	// The agent refuses calls that would carry a secret out of the run; it asks a redactor
+	// with the same values and rules as the one the bot posts through, so one definition
+	// decides what a secret is.
+	bcfg := cfg.Bot
+	bcfg.Redact = append(append([]string(nil), cfg.Bot.Redact...), secretValues(cfg)...)
+	secrets := bot.NewRedactor(bcfg.Redact)
 	opts := []agent.Option{agent.WithLogger(log), agent.WithAbandonHook(met.abandonedTool),
 		agent.WithSecretScan(func(text string) bool { return secrets.Redact(text) != text })}
 	if models.summarizer != nil {
@@ -96,8 +99,6 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	for i, a := range adapters {
 		platforms[i] = meteredPlatform{Platform: a.Platform, m: met}
 	}
-	bcfg := cfg.Bot
-	bcfg.Redact = append(bcfg.Redact, secretValues(cfg)...)
 	s.bot, err = bot.New(bcfg, s.db, ag, platforms, bot.WithLogger(log),
 		bot.WithDecisionHook(func(outcome bot.ApprovalStatus, wait time.Duration) {
 			met.approvals.WithLabelValues(string(outcome)).Observe(wait.Seconds())
