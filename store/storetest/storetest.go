@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"CASApproval", testCASApproval},
 		{"CASConversationActive", testCASConversation},
 		{"NoLostUpdates", testNoLostUpdates},
+		{"CASCreate", testCASCreate},
 		{"Dedupe", testDedupe},
 		{"DedupeAfterReopen", testDedupeReopen},
 		{"DedupeInTransaction", testDedupeInTx},
