@@ -10,7 +10,6 @@ import (
 	"github.com/loopbot/loopbot/store/storetest"
 )
 
-
 // closed are the stores a test closed itself, which its cleanup leaves alone. Tests that
 // reopen do not run in parallel.
 var closed = map[*postgres.DB]bool{}

@@ -11,7 +11,6 @@ import (
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
 )
 
-
 // raise makes the transaction's next statement fail with the SQLSTATE code, as PostgreSQL
 // itself would on a conflict.
 func raise(t *tx, code string) error {
