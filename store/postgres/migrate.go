@@ -146,3 +146,23 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	defer conn.Release()
 	return schemaVersion(ctx, conn.Conn())
 }
+
+// Probe connects to the database at url and reads its schema version without migrating
+// anything, for `loopbot check -online`. A database loopbot never opened is at version 0.
+func Probe(ctx context.Context, url string) (version int, err error) {
+	secret := urlPassword(url)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, redactErr(fmt.Errorf("connect to %s: %w", RedactURL(url), err), secret)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, redactErr(fmt.Errorf("read schema of %s: %w", RedactURL(url), err), secret)
+	}
+	if !exists {
+		return 0, nil
+	}
+	v, err := schemaVersion(ctx, conn)
+	return v, redactErr(err, secret)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,10 @@ const DefaultMaxAttempts = 10
 
 // DB is a bot.Store kept in a PostgreSQL database, shared by every replica that opens it.
 type DB struct {
-	pool        *pgxpool.Pool
+	pool *pgxpool.Pool
+	// writeErr is the failure of the last write transaction that failed on the database's
+	// side (not fn's), cleared by the next one that commits; health checks report it.
+	writeErr    atomic.Pointer[error]
 	url         string // redacted, for messages
 	maxAttempts int
 	quarantine  quarantineQueue
@@ -128,6 +132,9 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(t *tx) error) error
 	for attempt := 1; ; attempt++ {
 		err := db.attempt(ctx, writable, fn)
 		db.quarantine.flush(ctx, db.pool)
+		if writable && err == nil {
+			db.writeErr.Store(nil)
+		}
 		if err == nil || !retryable(err) || attempt >= db.maxAttempts {
 			return err
 		}
@@ -203,7 +210,20 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 		return t.failed
 	}
 	if err := ptx.Commit(ctx); err != nil {
-		return db.storeErr("commit", err)
+		err = db.storeErr("commit", err)
+		if writable && !retryable(err) && ctx.Err() == nil {
+			db.writeErr.Store(&err)
+		}
+		return err
+	}
+	return nil
+}
+
+// WriteError returns why the last write failed on the database's side if no write has
+// committed since, else nil.
+func (db *DB) WriteError() error {
+	if p := db.writeErr.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

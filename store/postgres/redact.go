@@ -41,6 +41,10 @@ func RedactURL(raw string) string {
 	return keywordPassword.ReplaceAllString(raw, "${1}"+redacted)
 }
 
+// URLPassword returns the password the connection string carries, or "": the command
+// adds it to the values the bot redacts from what it posts.
+func URLPassword(raw string) string { return urlPassword(raw) }
+
 // urlPassword returns the password the connection string carries, or "".
 func urlPassword(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {

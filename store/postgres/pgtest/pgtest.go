@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +41,14 @@ const EnvURL = "LOOPBOT_TEST_DATABASE_URL"
 // InstallHint is what a test that skips for want of PostgreSQL says.
 const InstallHint = "PostgreSQL is not installed: apt-get install postgresql (or set " + EnvURL + ")"
 
-// binDirs are where Debian's packages put the server's programs, newest first.
-var binDirs = []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}
+// binGlob is where Debian's packages put the server's programs, a directory per major
+// version; the newest is used.
+const binGlob = "/usr/lib/postgresql/*/bin/initdb"
 
 var (
-	mu sync.Mutex
+	once   sync.Once
+	stopFn func()
+	mu     sync.Mutex
 	// admin is the URL of the server's maintenance database; unavailable says why there
 	// is none.
 	admin       string
@@ -56,28 +60,43 @@ var (
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 func Main(m *testing.M) {
-	stop, err := start()
-	if err != nil {
-		unavailable = err.Error()
-	}
+	ensure()
 	code := m.Run()
-	if stop != nil {
-		stop()
-	}
+	Stop()
 	os.Exit(code)
 }
 
-// Available reports whether tests have a server, and if not why.
-func Available() (bool, string) {
+// ensure starts the server once.
+func ensure() {
+	once.Do(func() {
+		stop, err := start()
+		mu.Lock()
+		defer mu.Unlock()
+		stopFn = stop
+		if err != nil {
+			unavailable = err.Error()
+		}
+	})
+}
+
+// Stop stops the cluster if one was started. A TestMain that does more than Main calls it
+// after m.Run; the cluster then starts when a test first calls URL, so a test binary whose
+// tests mostly need no database pays nothing for it.
+func Stop() {
 	mu.Lock()
-	defer mu.Unlock()
-	return admin != "", unavailable
+	stop := stopFn
+	stopFn = nil
+	mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // URL creates an empty database for t and returns its URL; the database is dropped when t
 // ends. Without a server it skips t, or fails it under CI=true.
 func URL(t testing.TB) string {
 	t.Helper()
+	ensure()
 	mu.Lock()
 	a, why := admin, unavailable
 	mu.Unlock()
@@ -139,11 +158,10 @@ func start() (stop func(), err error) {
 		return nil, nil
 	}
 	bin := ""
-	for _, d := range binDirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			bin = d
-			break
-		}
+	found, _ := filepath.Glob(binGlob)
+	slices.SortFunc(found, func(a, b string) int { return versionOf(b) - versionOf(a) })
+	if len(found) > 0 {
+		bin = filepath.Dir(found[0])
 	}
 	if bin == "" {
 		if p, err := exec.LookPath("initdb"); err == nil {
@@ -265,6 +283,12 @@ func waitReady(url string, exited <-chan error) error {
 			return err
 		}
 	}
+}
+
+// versionOf is the major version in a path under /usr/lib/postgresql, 0 if none.
+func versionOf(initdb string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(initdb))))
+	return v
 }
 
 func freePort() (int, error) {
