@@ -64,7 +64,8 @@ func TestConformance(t *testing.T) {
 		}
 		return openTest(t, db.Path())
 	}
-	storetest.Run(t, open, storetest.WithReopen(reopen))
+	storetest.Run(t, open, storetest.WithReopen(reopen), storetest.WithoutSecondHandle(
+		"bbolt's file lock admits one handle per file: one process owns the store, and a second Open fails with ErrLocked (TestOpenLockedInProcess)"))
 }
 
 func TestOpenLockedInProcess(t *testing.T) {

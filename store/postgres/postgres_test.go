@@ -53,5 +53,6 @@ func TestConformance(t *testing.T) {
 		closed[s.(*postgres.DB)] = true
 		return openURL(t, urls[s])
 	}
-	storetest.Run(t, open, storetest.WithReopen(reopen))
+	second := func(t *testing.T, s bot.Store) bot.Store { return openURL(t, urls[s]) }
+	storetest.Run(t, open, storetest.WithReopen(reopen), storetest.WithSecondHandle(second))
 }
