@@ -151,14 +151,22 @@ func testFencing(t *testing.T, su *suite) {
 	if err := l.ReleaseLease(t.Context(), old[0]); !errors.Is(err, bot.ErrFenced) {
 		t.Errorf("release by the old owner: got %v, want ErrFenced", err)
 	}
-	// The same owner claiming again gets a new epoch, which fences its own old one too.
 	if err := l.ReleaseLease(t.Context(), taken[0]); err != nil {
 		t.Fatalf("release by the owner: %v", err)
 	}
 	if err := checkpoint(taken[0], 3); !errors.Is(err, bot.ErrFenced) {
 		t.Errorf("checkpoint under a released lease: got %v, want ErrFenced", err)
 	}
-	equal(t, "claim after release", leaseIDs(claim(t, l, "replica-2", 1, 31*time.Second, time.Minute)), []string{"run-1@3"})
+	again := claim(t, l, "replica-2", 1, 31*time.Second, time.Minute)
+	equal(t, "claim after release", leaseIDs(again), []string{"run-1@3"})
+	// A replica restarted under the same ID claims the run again: what its old self
+	// still writes is fenced by the epoch alone.
+	if err := checkpoint(taken[0], 4); !errors.Is(err, bot.ErrFenced) {
+		t.Errorf("checkpoint of the same owner under its older epoch: got %v, want ErrFenced", err)
+	}
+	if err := checkpoint(again[0], 5); err != nil {
+		t.Errorf("checkpoint under the current epoch: %v", err)
+	}
 	never := bot.Lease{RunID: "run-2", Owner: "replica-1", Epoch: 1, Expires: at(time.Hour)}
 	if err := l.UpdateFenced(t.Context(), never, func(bot.Tx) error { return nil }); !errors.Is(err, bot.ErrFenced) {
 		t.Errorf("checkpoint under a lease never granted: got %v, want ErrFenced", err)
