@@ -761,3 +761,8 @@ func BenchmarkCheckpointRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckpoint is storetest.BenchCheckpoint on a bbolt file.
+func BenchmarkCheckpoint(b *testing.B) {
+	storetest.BenchCheckpoint(b, openTest(b, filepath.Join(b.TempDir(), "loopbot.db")))
+}

@@ -56,3 +56,8 @@ func TestConformance(t *testing.T) {
 	second := func(t *testing.T, s bot.Store) bot.Store { return openURL(t, urls[s]) }
 	storetest.Run(t, open, storetest.WithReopen(reopen), storetest.WithSecondHandle(second))
 }
+
+// BenchmarkCheckpoint is storetest.BenchCheckpoint on a database of the test cluster.
+func BenchmarkCheckpoint(b *testing.B) {
+	storetest.BenchCheckpoint(b, openURL(b, pgtest.URL(b)))
+}

@@ -98,7 +98,7 @@ var (
 	threadB = bot.ThreadRef{Platform: "discord", Channel: "G1", Thread: "TH9"}
 )
 
-func update(t *testing.T, s bot.Store, fn func(tx bot.Tx) error) {
+func update(t testing.TB, s bot.Store, fn func(tx bot.Tx) error) {
 	t.Helper()
 	if err := s.Update(t.Context(), fn); err != nil {
 		t.Fatalf("update: %v", err)
