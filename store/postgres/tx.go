@@ -306,16 +306,21 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 	var out []*bot.RunRecord
 	var id string
 	var data []byte
+	var decodeErr error
 	_, err = pgx.ForEachRow(rows, []any{&id, &data}, func() error {
 		r, err := decode[bot.RunRecord](data, "run "+id)
 		if err != nil {
+			decodeErr = err
 			return err
 		}
 		out = append(out, r)
 		return nil
 	})
 	if err != nil {
-		t.note(err)
+		// A run that does not decode fails this listing, not the transaction.
+		if decodeErr == nil {
+			t.note(err)
+		}
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return out, nil
