@@ -479,7 +479,9 @@ func testRunHeader(t *testing.T, su *suite) {
 	if err := s.Update(t.Context(), func(tx bot.Tx) error { return tx.PutRunHead(r) }); err == nil {
 		t.Error("PutRunHead of a record with a state: no error")
 	}
-	if err := s.Update(t.Context(), func(tx bot.Tx) error { return tx.PutRunHead(header(newRun("run-9", threadB, agent.StatusQueued, at(0)))) }); err == nil {
+	if err := s.Update(t.Context(), func(tx bot.Tx) error {
+		return tx.PutRunHead(header(newRun("run-9", threadB, agent.StatusQueued, at(0))))
+	}); err == nil {
 		t.Error("PutRunHead of a run never put: no error")
 	}
 	// A header put back is a run without a state, as bot.Tx warns.
