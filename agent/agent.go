@@ -251,7 +251,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	onText, streamed := r.streamText(ctx)
 	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs, OnText: onText})
 	if err != nil || len(reply.Message.ToolCalls) > 0 || strings.TrimSpace(reply.Message.Content) == "" {
-		r.endText(ctx, streamed)
+		r.endText(ctx, streamed, err == nil)
 	}
 	if err != nil {
 		if wctx.Err() != nil {
@@ -758,7 +758,7 @@ func (r *runner) finalAnswer(ctx, wctx context.Context, reason string) error {
 	onText, streamed := r.streamText(ctx)
 	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, OnText: onText})
 	if err != nil || strings.TrimSpace(reply.Message.Content) == "" {
-		r.endText(ctx, streamed)
+		r.endText(ctx, streamed, false)
 	}
 	if err != nil {
 		if wctx.Err() != nil {

@@ -17,6 +17,10 @@ type TextDelta struct {
 	// tools (it was narrating), or the reply failed, or it is being asked again after a
 	// failed attempt, whose text will come again.
 	Reset bool `json:"reset,omitempty"`
+	// Whole is set with Reset when the text since the last reset was a whole reply (the
+	// model went on to call tools): nothing of it was cut short, so all of it may be shown
+	// as the model's narration.
+	Whole bool `json:"whole,omitempty"`
 }
 
 // streamText returns the callback that passes the executor's text on to Hooks.Text, and a
@@ -42,10 +46,10 @@ func (r *runner) streamText(ctx context.Context) (onText func(TextDelta), stream
 }
 
 // endText tells the listener that the text streamed during the step is not the answer:
-// the reply called tools, failed, or was empty. A reply that is the answer needs nothing:
-// the run completes with it.
-func (r *runner) endText(ctx context.Context, streamed func() bool) {
+// the reply called tools (whole), failed, or was empty. A reply that is the answer needs
+// nothing: the run completes with it.
+func (r *runner) endText(ctx context.Context, streamed func() bool, whole bool) {
 	if streamed != nil && streamed() {
-		r.h.Text(ctx, TextDelta{Reset: true})
+		r.h.Text(ctx, TextDelta{Reset: true, Whole: whole})
 	}
 }

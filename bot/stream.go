@@ -24,8 +24,8 @@ import (
 // closed yet, nor from where a configured secret may be starting; what goes out is the
 // redaction of all the text released so far, and if redacting more text would change what
 // was already sent (a pattern that spans words), the stream stops there and the final
-// answer shows the rest. Appends are coalesced to one per streamEvery per run, by the bot's
-// clock.
+// answer shows the rest. Appends are coalesced to one per streamEvery per run (or what the
+// platform asks, StreamPacer), by the bot's clock.
 
 // Streamer is implemented by a Platform that can show an answer as it is written.
 type Streamer interface {
@@ -46,6 +46,12 @@ type Streamer interface {
 // (Slack's task cards).
 type PlanStreamer interface {
 	StreamPlan(ctx context.Context, s Stream, plan []PlanLine) error
+}
+
+// StreamPacer is implemented by a Streamer whose platform takes appends less often than
+// streamEvery, by its rate limits.
+type StreamPacer interface {
+	StreamEvery() time.Duration
 }
 
 // Stream names the run a stream shows.
@@ -81,7 +87,10 @@ func (ss *streams) open(rec *RunRecord) *textStream {
 	if !ok || !p.Streams(rec.Thread) {
 		return nil
 	}
-	ts := &textStream{ss: ss, p: p, s: Stream{Thread: rec.Thread, RunID: rec.ID, User: rec.Requester.ID}}
+	ts := &textStream{ss: ss, p: p, s: Stream{Thread: rec.Thread, RunID: rec.ID, User: rec.Requester.ID}, every: streamEvery}
+	if sp, ok := p.(StreamPacer); ok && sp.StreamEvery() > 0 {
+		ts.every = sp.StreamEvery()
+	}
 	if rec.State != nil {
 		ts.plan = planLines(rec.State.Plan)
 	}
@@ -99,8 +108,9 @@ type textStream struct {
 	// part of it that went out.
 	raw  strings.Builder
 	sent string
-	// last is when text last went out.
-	last time.Time
+	// last is when text last went out; every is the least time between two appends.
+	last  time.Time
+	every time.Duration
 	// off stops the text of this segment: a redaction changed what was sent, or the
 	// platform refused.
 	off bool
@@ -113,6 +123,10 @@ type textStream struct {
 // text is the run's Hooks.Text.
 func (ts *textStream) text(ctx context.Context, d agent.TextDelta) {
 	if d.Reset {
+		if d.Whole && !ts.off {
+			// Narration the model finished: all of it may go, for a platform that keeps it.
+			ts.flush(ctx, true)
+		}
 		if ts.open && ts.sent != "" {
 			ts.call(ctx, "reset", func(ctx context.Context) error { return ts.p.StreamReset(ctx, ts.s) })
 		}
@@ -121,16 +135,20 @@ func (ts *textStream) text(ctx context.Context, d agent.TextDelta) {
 		return
 	}
 	ts.raw.WriteString(d.Text)
-	if ts.off || ts.ss.now().Sub(ts.last) < streamEvery {
+	if ts.off || ts.ss.now().Sub(ts.last) < ts.every {
 		return
 	}
-	ts.flush(ctx)
+	ts.flush(ctx, false)
 }
 
-// flush sends what of the text is safe to send and was not sent yet.
-func (ts *textStream) flush(ctx context.Context) {
+// flush sends what of the text is safe to send and was not sent yet; whole says the text
+// is complete, so no word of it is cut short.
+func (ts *textStream) flush(ctx context.Context, whole bool) {
 	raw := ts.raw.String()
-	out := ts.ss.redactor.Redact(raw[:ts.ss.redactor.releasable(raw)])
+	if !whole {
+		raw = raw[:ts.ss.redactor.releasable(raw)]
+	}
+	out := ts.ss.redactor.Redact(raw)
 	if !strings.HasPrefix(out, ts.sent) {
 		// Redacting more text changed what is already shown: nothing more of this reply
 		// is streamed, and the final answer, redacted whole, replaces it.
@@ -153,7 +171,8 @@ func (ts *textStream) flush(ctx context.Context) {
 func (ts *textStream) checkpointed(ctx context.Context, st *agent.State) {
 	ps, ok := ts.p.(PlanStreamer)
 	plan := planLines(st.Plan)
-	if !ok || slices.Equal(plan, ts.plan) || len(plan) == 0 {
+	// An ended run's stream belongs to the Post of its answer, which may be under way.
+	if !ok || st.Status.Terminal() || slices.Equal(plan, ts.plan) || len(plan) == 0 {
 		return
 	}
 	for i := range plan {
@@ -168,7 +187,7 @@ func (ts *textStream) checkpointed(ctx context.Context, st *agent.State) {
 // end closes the stream after the loop returned: a completed run's answer finalises it
 // when the outbox posts it; any other stop closes it now.
 func (ts *textStream) end(ctx context.Context, st *agent.State) {
-	if ts == nil || !ts.open || st.Status == agent.StatusCompleted || st.Status == agent.StatusBudgetExhausted {
+	if ts == nil || !ts.open || st.Status == agent.StatusCompleted {
 		return
 	}
 	ts.call(ctx, "stop", func(ctx context.Context) error { return ts.p.StreamStop(ctx, ts.s) })

@@ -163,8 +163,8 @@ func TestStreamNarrationReset(t *testing.T) {
 		h.event(bot.Event{Kind: bot.EventMention, User: ann, Text: "deploy it", Thread: streamThread})
 		h.settle()
 		got := strings.Join(sp.log(), "|")
-		if got != "text:I will |text:deploy |reset|stop" {
-			t.Errorf("stream calls %q, want the narration, a reset and a stop", got)
+		if got != "text:I will |text:deploy |text:now.|reset|stop" {
+			t.Errorf("stream calls %q, want the whole narration, a reset and a stop", got)
 		}
 		if n := len(sp.sent(bot.KindAnswer)); n != 0 {
 			t.Errorf("%d answers posted for a run waiting for approval", n)
