@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -60,6 +61,9 @@ type streamReply struct {
 	pieces []string
 	gap    time.Duration
 	calls  []agent.ToolCall
+	// hold makes the reply wait, after its pieces, until its context ends: the process
+	// stops while the model writes.
+	hold bool
 }
 
 // streamingModel is a Model that streams scripted replies through Request.OnText, moving
@@ -84,6 +88,10 @@ func (m *streamingModel) Complete(ctx context.Context, req agent.Request) (agent
 			req.OnText(agent.TextDelta{Text: p})
 		}
 		b.WriteString(p)
+	}
+	if r.hold {
+		<-ctx.Done()
+		return agent.Reply{}, context.Cause(ctx)
 	}
 	return agent.Reply{Message: agent.Message{Role: agent.RoleAssistant, Content: b.String(), ToolCalls: r.calls}, Usage: agent.Usage{Calls: 1}, FinishReason: "stop"}, nil
 }
@@ -209,6 +217,33 @@ func TestStreamStopsWhenRedactionReachesBack(t *testing.T) {
 		answers := sp.sent(bot.KindAnswer)
 		if len(answers) != 1 || strings.Contains(answers[0].msg.Text, "hunter3") {
 			t.Errorf("answers %+v, want one, redacted", answers)
+		}
+	})
+}
+
+// TestStreamAnswerAfterRestart: the process stops while the model is writing the answer.
+// The stream is closed, the run resumes in the next process, and its answer goes through
+// the outbox exactly once.
+func TestStreamAnswerAfterRestart(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h, sp := newStreamHarness(t, bot.Config{}, []streamReply{
+			{pieces: []string{"Partial ", "answer "}, gap: time.Second, hold: true},
+			{pieces: []string{"The whole ", "answer."}, gap: time.Second},
+		})
+		res := h.event(bot.Event{Kind: bot.EventMention, User: ann, Text: "answer me", Thread: streamThread})
+		synctest.Wait()
+		if got := strings.Join(sp.texts(), ""); got != "Partial answer " {
+			t.Fatalf("streamed %q before the stop, want the partial answer", got)
+		}
+		h.restart()
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCompleted)
+		answers := sp.sent(bot.KindAnswer)
+		if len(answers) != 1 || answers[0].msg.Text != "The whole answer." {
+			t.Errorf("answers posted: %+v, want the answer once", answers)
+		}
+		if log := strings.Join(sp.log(), "|"); !strings.HasPrefix(log, "text:Partial |text:answer |reset|stop|text:The whole ") {
+			t.Errorf("stream calls %q: want the partial answer, dropped and closed at the stop, then the answer streamed anew", log)
 		}
 	})
 }
