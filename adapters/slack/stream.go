@@ -237,7 +237,8 @@ var taskStatus = map[text.Mark]slack.TaskCardStatus{
 }
 
 // finishStream makes the thread's streaming message the answer msg, if one is open: it
-// appends what the stream lacks of the answer and stops it. It reports whether the
+// appends what the stream lacks of the answer and stops it, with the rest of the answer
+// (its footer and buttons) at the bottom. It reports whether the
 // answer is shown. If the streamed text is not the start of the answer (the bot stopped
 // streaming it part way), or Slack fails, the streamed message is deleted so that the
 // answer, posted as usual, is not shown twice.
@@ -254,7 +255,7 @@ func (a *Adapter) finishStream(ctx context.Context, th bot.ThreadRef, msg bot.Me
 			err = a.appendText(ctx, st, rest)
 		}
 		if err == nil {
-			_, _, err = a.api.StopStreamContext(ctx, st.channel, st.ts)
+			err = a.stopWithTail(ctx, st, msg)
 		}
 		if err == nil {
 			return bot.MessageRef{Thread: th, ID: st.ts}, true
@@ -266,6 +267,21 @@ func (a *Adapter) finishStream(ctx context.Context, th bot.ThreadRef, msg bot.Me
 		a.log.Warn("delete streamed answer", "thread", th.Key(), "err", err)
 	}
 	return bot.MessageRef{}, false
+}
+
+// stopWithTail stops a stream that became the answer msg, with what the answer shows besides
+// its text (a footer, buttons) as blocks at the bottom of the message.
+func (a *Adapter) stopWithTail(ctx context.Context, st *openStream, msg bot.Message) error {
+	tail := msg
+	tail.Title, tail.Text = "", ""
+	var opts []slack.MsgOption
+	if parts, err := render(tail, true); err == nil && len(parts[0].Blocks) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(parts[0].Blocks...))
+	}
+	if _, _, err := a.api.StopStreamContext(ctx, st.channel, st.ts, opts...); err != nil {
+		return classify("stop stream", err)
+	}
+	return nil
 }
 
 // streamMarkdown makes text safe for markdown_text: mention markup and broadcast words

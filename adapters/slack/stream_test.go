@@ -52,3 +52,55 @@ func TestTaskChunksGolden(t *testing.T) {
 		t.Errorf("%s differs from the rendering; run go test -update and review the diff:\n%s", path, got)
 	}
 }
+
+// TestStreamFinishedByAnswer posts an answer in a thread with an open stream: a stream that
+// shows the start of the answer becomes the answer (the rest appended, the footer and
+// buttons under it, stopped, no second message); a stream that does not is deleted and the
+// answer posted as usual.
+func TestStreamFinishedByAnswer(t *testing.T) {
+	ctx := t.Context()
+	answer := bot.Message{Kind: bot.KindAnswer, Text: "The answer is 42.", Footer: "Step 3",
+		Buttons: []bot.Button{{ID: "rate-1", Label: "Good"}}}
+	for _, tt := range []struct {
+		name, streamed string
+		becomes        bool
+	}{
+		{"prefix", "The answer ", true},
+		{"other text", "Something else ", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeSlack(t)
+			a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: f.apiURL(), Assistant: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			th := bot.ThreadRef{Platform: platform, Workspace: teamID, Channel: "C1", Thread: rootTS}
+			if !a.Streams(th) {
+				t.Fatal("a thread of an app with the features does not stream")
+			}
+			if err := a.StreamText(ctx, bot.Stream{Thread: th, RunID: "r1", User: "U1"}, tt.streamed); err != nil {
+				t.Fatal(err)
+			}
+			ref, err := a.Post(ctx, th, answer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := f.CallsOf("chat.startStream")
+			posts := f.CallsOf("chat.postMessage")
+			streams := f.Streams()
+			if tt.becomes {
+				if len(streams) != 1 || ref.ID != start[0].TS || len(posts) != 0 {
+					t.Fatalf("ref %s, streams %+v, %d posts: want the stream to be the answer", ref.ID, streams, len(posts))
+				}
+				s := streams[0]
+				if s.Text != answer.Text || !s.Stopped || !strings.Contains(s.Blocks, "Step 3") || !strings.Contains(s.Blocks, "rate-1") {
+					t.Errorf("stream %+v: want the whole answer, stopped, with its footer and button under it", s)
+				}
+				return
+			}
+			if len(streams) != 0 || len(f.CallsOf("chat.delete")) != 1 || len(posts) != 1 || ref.ID != posts[0].TS {
+				t.Errorf("streams %+v, %d deletes, %d posts: want the stream deleted and the answer posted", streams, len(f.CallsOf("chat.delete")), len(posts))
+			}
+		})
+	}
+}

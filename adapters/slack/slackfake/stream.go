@@ -24,7 +24,9 @@ type StreamedMessage struct {
 	Channel, ThreadTS, TS string
 	Text                  string
 	Chunks                []json.RawMessage
-	Stopped               bool
+	// Blocks are the blocks chat.stopStream put at the bottom, as sent.
+	Blocks  string
+	Stopped bool
 }
 
 // RefuseStreams makes every later chat.startStream answer {"ok":false,"error":code}.
@@ -85,7 +87,9 @@ func (s *Server) streamLocked(method string, v url.Values) (body, ts string) {
 		if m == nil {
 			return fail("message_not_in_streaming_state")
 		}
-		m.Stopped = method == "chat.stopStream"
+		if method == "chat.stopStream" {
+			m.Stopped, m.Blocks = true, v.Get("blocks")
+		}
 	case "chat.delete":
 		for i, o := range s.streams {
 			if o.Channel == channel && o.TS == v.Get("ts") {
