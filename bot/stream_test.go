@@ -247,3 +247,29 @@ func TestStreamAnswerAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// pacedRecorder is a streaming platform that asks for appends at most every two seconds.
+type pacedRecorder struct{ *streamRecorder }
+
+func (pacedRecorder) StreamEvery() time.Duration { return 2 * time.Second }
+
+// TestStreamPacer: a platform that asks for fewer appends (Slack's rate limits) gets them.
+func TestStreamPacer(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		pieces := make([]string, 40)
+		for i := range pieces {
+			pieces[i] = "word "
+		}
+		m := &streamingModel{replies: []streamReply{{pieces: pieces, gap: 100 * time.Millisecond}}}
+		h := newHarnessWith(t, bot.Config{}, m)
+		m.clock = h.clock
+		sp := pacedRecorder{&streamRecorder{recorder: &recorder{name: "stream"}}}
+		h.others = []bot.Platform{sp}
+		h.restart()
+		h.event(bot.Event{Kind: bot.EventMention, User: ann, Text: "talk", Thread: streamThread})
+		h.settle()
+		if n := len(sp.texts()); n < 2 || n > 3 {
+			t.Errorf("%d appends over 4s at one per 2s, want 2 or 3", n)
+		}
+	})
+}
