@@ -128,34 +128,43 @@ func (a *Adapter) start(ctx context.Context, s bot.Stream, content slack.MsgOpti
 }
 
 // StreamText adds text to the thread's streaming message, opening it if need be.
-func (a *Adapter) StreamText(ctx context.Context, s bot.Stream, text string) error {
+func (a *Adapter) StreamText(ctx context.Context, s bot.Stream, md string) error {
 	st := a.stream(s.Thread)
+	rest := md
 	if st == nil {
+		first := rest[:cutStreamText(rest)]
 		var err error
-		if st, err = a.start(ctx, s, slack.MsgOptionMarkdownText(streamMarkdown(text))); err != nil {
+		if st, err = a.start(ctx, s, slack.MsgOptionMarkdownText(streamMarkdown(first))); err != nil {
 			return err
 		}
-	} else if err := a.appendText(ctx, st, text); err != nil {
+		rest = rest[len(first):]
+	}
+	if err := a.appendText(ctx, st, rest); err != nil {
 		return err
 	}
-	st.text += text
+	st.text += md
 	st.narrated = true
 	return nil
 }
 
 // appendText appends text to an open stream, in pieces Slack takes.
 func (a *Adapter) appendText(ctx context.Context, st *openStream, md string) error {
-	parts := []string{md}
-	if len(md) > maxStreamText {
-		// Split trims white space at its cuts, which only matters at paragraph breaks.
-		parts = text.Split(md, maxStreamText)
-	}
-	for _, part := range parts {
+	for md != "" {
+		part := md[:cutStreamText(md)]
 		if _, _, err := a.api.AppendStreamContext(ctx, st.channel, st.ts, slack.MsgOptionMarkdownText(streamMarkdown(part))); err != nil {
 			return classify("append to stream", err)
 		}
+		md = md[len(part):]
 	}
 	return nil
+}
+
+// cutStreamText is where the first part of md that Slack takes in one call ends.
+func cutStreamText(md string) int {
+	if i := text.CutBytes(md, maxStreamText); i > 0 {
+		return i
+	}
+	return len(md)
 }
 
 // StreamReset keeps what was streamed as narration and starts a new paragraph for what

@@ -61,14 +61,20 @@ func TestStreamFinishedByAnswer(t *testing.T) {
 	ctx := t.Context()
 	answer := bot.Message{Kind: bot.KindAnswer, Text: "The answer is 42.", Footer: "Step 3",
 		Buttons: []bot.Button{{ID: "rate-1", Label: "Good"}}}
+	long := strings.Repeat("A long answer goes on. ", 1500) // 34,500 characters
 	for _, tt := range []struct {
-		name, streamed string
-		becomes        bool
+		name, streamed, text string
+		becomes              bool
 	}{
-		{"prefix", "The answer ", true},
-		{"other text", "Something else ", false},
+		{"prefix", "The answer ", "", true},
+		{"other text", "Something else ", "", false},
+		{"longer than one append", long[:20000], long, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			answer := answer
+			if tt.text != "" {
+				answer.Text = tt.text
+			}
 			f := newFakeSlack(t)
 			a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: f.apiURL(), Assistant: true})
 			if err != nil {
