@@ -94,6 +94,8 @@ func TestBrowserStreamsAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser, while the model writes: %v", err)
 	}
+	shots := screenshots(t)
+	shoot(t, ctx, shots, "stream-1-writing")
 	before, err := chromedp.Run(ctx, chromedp.Evaluate[int](answers))
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +111,7 @@ func TestBrowserStreamsAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser, after the answer: %v", err)
 	}
+	shoot(t, ctx, shots, "stream-2-answered")
 	after, err := chromedp.Run(ctx, chromedp.Evaluate[int](answers))
 	if err != nil {
 		t.Fatal(err)
