@@ -108,3 +108,30 @@ func TestE2EStreamRefused(t *testing.T) {
 		t.Errorf("%d answers posted, want 2", n)
 	}
 }
+
+// TestE2EStreamAcrossApproval: a run that narrates, then waits for an approval, stops its
+// stream (the approval card comes as usual); once approved it streams its answer in a new
+// message, which becomes the answer.
+func TestE2EStreamAcrossApproval(t *testing.T) {
+	e := newStreamingE2E(t,
+		llmtest.Reply("I will deploy v1.2 now. ", llmtest.Call("deploy", `{"version":"1.2"}`)),
+		llmtest.Text("Deployed v1.2, all good."))
+	e.mention("env-1", "Ev1", "deploy v1.2")
+	e.handled()
+	post := e.log.waitCall(t, "the approval card", 1, "chat.postMessage", approvalCard)
+	e.log.waitCall(t, "the narration's stream stopped", 1, "chat.stopStream", nil)
+	e.click("env-click", "trig-1", "U1", "ann", post.TS, buttonValue(t, post, "Approve"))
+	e.handled()
+	e.log.waitCall(t, "the answer's stream stopped", 2, "chat.stopStream", nil)
+
+	streams := e.f.Streams()
+	if len(streams) != 2 || streams[0].Text != "I will deploy v1.2 now. \n\n" || streams[1].Text != "Deployed v1.2, all good." {
+		t.Fatalf("streams %+v: want the narration, then the answer", streams)
+	}
+	if n := len(e.log.of("chat.postMessage", answer)); n != 0 {
+		t.Errorf("the answer was also posted %d times", n)
+	}
+	if n := e.tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times", n)
+	}
+}
