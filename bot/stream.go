@@ -91,9 +91,6 @@ func (ss *streams) open(rec *RunRecord) *textStream {
 	if sp, ok := p.(StreamPacer); ok && sp.StreamEvery() > 0 {
 		ts.every = sp.StreamEvery()
 	}
-	if rec.State != nil {
-		ts.plan = planLines(rec.State.Plan)
-	}
 	return ts
 }
 
@@ -116,7 +113,8 @@ type textStream struct {
 	off bool
 	// open is set once anything went to the platform.
 	open bool
-	// plan is the plan last shown, so that only a change goes out.
+	// plan is the plan last shown, so that only a change goes out. It starts empty: a
+	// run that resumes (after an approval, say) shows its plan in its new stream.
 	plan []PlanLine
 }
 

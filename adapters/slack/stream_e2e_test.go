@@ -109,11 +109,12 @@ func TestE2EStreamRefused(t *testing.T) {
 	}
 }
 
-// TestE2EStreamAcrossApproval: a run that narrates, then waits for an approval, stops its
-// stream (the approval card comes as usual); once approved it streams its answer in a new
-// message, which becomes the answer.
+// TestE2EStreamAcrossApproval: a run that plans and narrates, then waits for an approval,
+// stops its stream (the approval card comes as usual); once approved it shows its plan again
+// and streams its answer in a new message, which becomes the answer.
 func TestE2EStreamAcrossApproval(t *testing.T) {
 	e := newStreamingE2E(t,
+		llmtest.ToolCalls(llmtest.Call("update_plan", planStart)),
 		llmtest.Reply("I will deploy v1.2 now. ", llmtest.Call("deploy", `{"version":"1.2"}`)),
 		llmtest.Text("Deployed v1.2, all good."))
 	e.mention("env-1", "Ev1", "deploy v1.2")
@@ -130,6 +131,11 @@ func TestE2EStreamAcrossApproval(t *testing.T) {
 	}
 	if n := len(e.log.of("chat.postMessage", answer)); n != 0 {
 		t.Errorf("the answer was also posted %d times", n)
+	}
+	for i, s := range streams {
+		if len(s.Chunks) != 2 || !strings.Contains(string(s.Chunks[0]), "look at the site") {
+			t.Errorf("stream %d has chunks %s, want the plan's two task cards", i+1, s.Chunks)
+		}
 	}
 	if n := e.tool.count(); n != 1 {
 		t.Errorf("deploy ran %d times", n)
