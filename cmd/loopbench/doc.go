@@ -21,6 +21,8 @@
 //
 //	step     step_overhead_us: the median wall time of one loop step with an instant
 //	         in-process model and tool, checkpoint to the real store included.
+//	         checkpoint_bytes_per_step: the bytes of pages the bbolt store wrote for those
+//	         runs' checkpoints, over their number.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
 //	         context management, divided by those of the same run keeping full history.
 //	         cache_prefix_ratio: the share of each managed request's tools and messages that
