@@ -58,14 +58,15 @@ type LevelConfig struct {
 }
 
 // levelConfigs are the levels' knobs. They are fixed, so that "careful" means the same in
-// every deployment; the README's table shows them.
+// every deployment; the README's table shows them. Balanced's momentum thresholds are seed
+// 004's: slow down when more went wrong than right (below 0.5), pause below 0.3.
 var levelConfigs = map[Level]LevelConfig{
 	LevelCareful: {AutoReads: true, OutsideReads: false, AutoWrites: false, ConfirmShell: true,
-		PauseEveryN: 10, SlowDown: 0.8, PauseBelow: 0.5},
+		PauseEveryN: 10, SlowDown: 0.75, PauseBelow: 0.5},
 	LevelBalanced: {AutoReads: true, OutsideReads: true, AutoWrites: true, ConfirmShell: false,
-		PauseEveryN: 0, SlowDown: 0.6, PauseBelow: 0.3},
+		PauseEveryN: 0, SlowDown: 0.5, PauseBelow: 0.3},
 	LevelBold: {AutoReads: true, OutsideReads: true, AutoWrites: true, ConfirmShell: false,
-		PauseEveryN: 0, SlowDown: 0.4, PauseBelow: 0.2},
+		PauseEveryN: 0, SlowDown: 0.3, PauseBelow: 0.15},
 }
 
 // Config returns the level's knobs; an unknown level gets careful's.

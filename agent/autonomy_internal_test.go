@@ -14,7 +14,7 @@ func TestNeedsPerson(t *testing.T) {
 	cautious := Assessment{Risk: RiskCautious}
 	confirm := Assessment{Risk: RiskConfirm}
 	dangerous := Assessment{Risk: RiskDangerous}
-	const full, low, lowest = 1.0, 0.5, 0.25
+	const full, low, lowest = 1.0, 0.375, 0.125
 	tests := []struct {
 		level    Level
 		kind     callKind
@@ -30,7 +30,8 @@ func TestNeedsPerson(t *testing.T) {
 		{LevelCareful, kindWrite, cautious, full, true, "changes the workspace"},
 		{LevelCareful, kindExecute, cautious, full, true, "runs a command"},
 		{LevelCareful, kindExecute, safe, full, false, ""},
-		{LevelCareful, kindRead, cautious, 0.75, true, "momentum is low"},
+		{LevelCareful, kindRead, cautious, 0.625, true, "momentum is low"},
+		{LevelCareful, kindRead, cautious, 0.75, false, ""},
 		{LevelCareful, kindWrite, confirm, full, true, ""},
 		{LevelCareful, kindExecute, dangerous, full, true, ""},
 		// balanced
@@ -38,7 +39,7 @@ func TestNeedsPerson(t *testing.T) {
 		{LevelBalanced, kindRead, fetch, full, false, ""},
 		{LevelBalanced, kindWrite, cautious, full, false, ""},
 		{LevelBalanced, kindExecute, cautious, full, false, ""},
-		{LevelBalanced, kindWrite, cautious, 0.625, false, ""},
+		{LevelBalanced, kindWrite, cautious, 0.5, false, ""},
 		{LevelBalanced, kindWrite, cautious, low, true, "momentum is low"},
 		{LevelBalanced, kindExecute, cautious, low, true, "momentum is low"},
 		{LevelBalanced, kindRead, safe, lowest, false, ""},
@@ -47,6 +48,7 @@ func TestNeedsPerson(t *testing.T) {
 		// bold
 		{LevelBold, kindRead, fetch, full, false, ""},
 		{LevelBold, kindWrite, cautious, low, false, ""},
+		{LevelBold, kindWrite, cautious, 0.25, true, "momentum is low"},
 		{LevelBold, kindExecute, cautious, low, false, ""},
 		{LevelBold, kindExecute, cautious, lowest, true, "momentum is low"},
 		{LevelBold, kindWrite, cautious, 0, true, "momentum is low"},

@@ -102,8 +102,8 @@ func TestMomentumPausesAFailingRun(t *testing.T) {
 	var script []step
 	for i, n := range order {
 		script = append(script, calls(call(n, fmt.Sprintf(`{"q":"%d"}`, i))))
-		if i == 4 {
-			// Four of five failed: momentum 0.5, below balanced's 0.6, so a cautious write
+		if i == 5 {
+			// Five of six failed: momentum 0.375, below balanced's 0.5, so a cautious write
 			// asks even though balanced writes without asking.
 			script = append(script, calls(call("write", `{}`)))
 		}
