@@ -69,7 +69,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || ev.Command == CommandStart)
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
@@ -95,6 +95,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.status(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandCancel:
 		res, err = b.cancelThread(ctx, ev)
+	case ev.Kind == EventCommand && ev.Command == CommandAutonomy:
+		res, err = b.autonomy(ctx, ev)
 	default:
 		res, err = b.start(ctx, ev)
 	}
