@@ -178,3 +178,21 @@ func TestPauseEveryNChecksIn(t *testing.T) {
 func echo(_ context.Context, args json.RawMessage) (string, error) {
 	return "result " + string(args), nil
 }
+
+// TestMomentumContinuation: Continue after a momentum check-in tells the model what went
+// wrong and to change course.
+func TestMomentumContinuation(t *testing.T) {
+	bad := &fakeTool{name: "bad", fn: failing("disk full")}
+	llm := newLLM(t, text("done"))
+	r := newRun(t, newAgent(t, llm.model, agent.Config{}, []agent.Tool{bad}), "x")
+	r.st.Status = agent.StatusAwaitingInput
+	r.st.Pause = &agent.Pause{Kind: agent.PauseMomentum, Reason: "low"}
+	r.st.Calls = []agent.CallRecord{{ID: "c1", Name: "bad", Status: agent.CallFailed, Error: "disk full (1)", Reported: true}}
+	if err := r.st.Respond("", "U1"); err != nil {
+		t.Fatal(err)
+	}
+	r.advance()
+	if !llm.sawUserText(0, "latest failure was bad: disk full (1)") {
+		t.Error("the model was not told what went wrong")
+	}
+}

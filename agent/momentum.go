@@ -110,3 +110,13 @@ func (r *runner) momentumReason(score, below float64) string {
 	b.WriteString(" Continue, Stop, or reply with guidance.")
 	return b.String()
 }
+
+// momentumNudge is what the model is told when a person lets a run with low momentum go on
+// without a word: how many of its recent calls went wrong, and to change course.
+func momentumNudge(st *State) string {
+	s := "The person let the run go on after many of its recent calls failed or were rejected."
+	if c := st.lastFailed(); c != nil {
+		s += fmt.Sprintf(" The latest failure was %s: %s.", c.Name, firstLine(c.Error))
+	}
+	return s + " Reassess what is going wrong and take a different approach rather than repeating what failed."
+}
