@@ -164,3 +164,31 @@ func TestAutonomyReachesAWorkingRun(t *testing.T) {
 		}
 	})
 }
+
+// TestCarefulChecksInThroughTheBot: at careful, a run checks in every 10 steps with Continue
+// and Stop; Stop ends it.
+func TestCarefulChecksInThroughTheBot(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		look := &tool{name: "look", risk: agent.RiskSafe, out: "seen"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{Approvers: []string{boss.ID}}}, look)
+		h.autonomy(boss, "careful")
+		for i := range 12 {
+			h.model.add(use("look", fmt.Sprintf(`{"q":"%d"}`, i)))
+		}
+		h.model.add(say("Looked everywhere."))
+		res := h.mention(ann, "look around")
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
+		st := h.run(res.RunID).State
+		if st.Pause.Kind != agent.PauseCheckIn || st.Step != 10 {
+			t.Fatalf("pause %+v at step %d, want the check-in at step 10", st.Pause, st.Step)
+		}
+		qs := h.plat.sent(bot.KindQuestion)
+		if len(qs) != 1 || len(qs[0].msg.Buttons) != 2 || !strings.Contains(qs[0].msg.Text, "every 10 steps") {
+			t.Fatalf("questions %+v, want a check-in with Continue and Stop", qs)
+		}
+		h.click(ann, qs[0].msg.Buttons[1].ID)
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCancelled)
+	})
+}
