@@ -227,9 +227,13 @@ func conversation(tx Tx, thread ThreadRef) (*Conversation, error) {
 func (b *Bot) status(ctx context.Context, ev Event) (Result, error) {
 	var runs []*RunRecord
 	var queued int
+	var level agent.Level
 	err := b.store.View(ctx, func(tx Tx) error {
 		var err error
 		if runs, err = tx.Runs(RunFilter{Thread: &ev.Thread}); err != nil {
+			return err
+		}
+		if level, err = channelLevel(tx, ev.Thread, b.recs.level); err != nil {
 			return err
 		}
 		conv, err := tx.Conversation(ev.Thread)
@@ -256,8 +260,9 @@ func (b *Bot) status(ctx context.Context, ev Event) (Result, error) {
 		fmt.Fprintf(&sb, "• %s: %s, step %d\n", clip(r.State.Goal, 80), statusLabel(r.Status), r.State.Step)
 	}
 	if queued > 0 {
-		fmt.Fprintf(&sb, "%d request(s) queued.", queued)
+		fmt.Fprintf(&sb, "%d request(s) queued.\n", queued)
 	}
+	fmt.Fprintf(&sb, "Autonomy here: %s.", level)
 	return Result{Notice: strings.TrimSpace(sb.String())}, nil
 }
 
