@@ -40,7 +40,8 @@ func ParseLevel(s string) (Level, error) {
 
 // LevelConfig is what one autonomy level lets the loop do without asking.
 type LevelConfig struct {
-	// AutoReads: safe calls that read the workspace or the run's own state run unasked.
+	// AutoReads: safe calls, and cautious calls of read-only tools, run unasked (reads from
+	// outside the run are OutsideReads's).
 	AutoReads bool
 	// OutsideReads: safe calls that bring outside content into the run (a web page, an
 	// untrusted MCP server's result) run unasked.
