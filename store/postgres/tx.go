@@ -537,3 +537,36 @@ func (t *tx) DeleteOutbox(key string) error {
 	}
 	return nil
 }
+
+// RunBrief reads run id as Run does and drops its messages, which no card shows.
+func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
+	r, err := t.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != nil {
+		r.State.Messages = nil
+	}
+	return r, nil
+}
+
+// PutRunHead stores r's fields other than State and Status, keeping the stored state and
+// status: r.State must be nil, and the run must exist.
+func (t *tx) PutRunHead(r *bot.RunRecord) error {
+	if r == nil || r.ID == "" {
+		return errors.New("put run head: no run id")
+	}
+	if r.State != nil {
+		return fmt.Errorf("put run head %s: a head carries no state", r.ID)
+	}
+	if err := t.check(true); err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	stored, err := t.Run(r.ID)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	rec := *r
+	rec.State, rec.Status = stored.State, stored.Status
+	return t.PutRun(&rec)
+}
