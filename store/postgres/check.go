@@ -8,8 +8,8 @@ import (
 )
 
 // Check verifies what PostgreSQL does not know of: that the schema is the one this loopbot
-// writes, and that every record decodes (a run's head and data agreeing on its ID and
-// status). It reads in one snapshot and changes nothing.
+// writes, that every record decodes (a run's head and data agreeing on its ID and status),
+// and that each run's items stand in an unbroken sequence from 0. It reads in one snapshot and changes nothing.
 func (db *DB) Check(ctx context.Context) error {
 	v, err := db.SchemaVersion(ctx)
 	if err != nil {
@@ -48,7 +48,33 @@ func (db *DB) Check(ctx context.Context) error {
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		// Every item belongs to a run, and each run's lists run from 0 without a gap.
+		rows, err = t.ptx.Query(t.ctx, `SELECT i.run_id, i.kind::text, count(*), max(i.idx), bool_and(r.id IS NOT NULL)
+			FROM run_items i LEFT JOIN runs r ON r.id = i.run_id GROUP BY i.run_id, i.kind ORDER BY 1, 2`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, kind string
+			var n, last int
+			var hasRun bool
+			if err := rows.Scan(&id, &kind, &n, &last, &hasRun); err != nil {
+				rows.Close()
+				return err
+			}
+			if !hasRun {
+				problems = append(problems, fmt.Errorf("run items of kind %s name no run %s", kind, id))
+			}
+			if last != n-1 {
+				problems = append(problems, fmt.Errorf("run %s: %d items of kind %s up to index %d: the sequence is broken", id, n, kind, last))
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		for _, q := range []string{
+			"SELECT 'run item ' || run_id || '/' || kind::text || idx, data FROM run_items",
 			"SELECT bucket || '/' || key, data FROM records",
 			"SELECT 'approval ' || id, data FROM approvals",
 			"SELECT 'audit ' || seq, data FROM audit",

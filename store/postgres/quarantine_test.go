@@ -87,3 +87,35 @@ func TestQuarantine(t *testing.T) {
 		t.Errorf("Check after the quarantine: %v", err)
 	}
 }
+
+// TestCheckFindsBrokenItems removes an item from the middle of a run's messages and adds
+// one for a run that does not exist: Check reports both.
+func TestCheckFindsBrokenItems(t *testing.T) {
+	db, err := Open(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := agent.NewState("run-1", "goal", []agent.Message{{Role: agent.RoleUser, Content: "a"}, {Role: agent.RoleAssistant, Content: "b"}}, time.Now())
+	err = db.Update(t.Context(), func(tx bot.Tx) error {
+		return tx.PutRun(&bot.RunRecord{ID: "run-1", Thread: bot.ThreadRef{Platform: "web", Channel: "c", Thread: "1"}, State: st})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(t.Context()); err != nil {
+		t.Fatalf("Check of a sound database: %v", err)
+	}
+	for _, sql := range []string{
+		"DELETE FROM run_items WHERE run_id = 'run-1' AND kind = 'm' AND idx = 1",
+		"INSERT INTO run_items (run_id, kind, idx, data) VALUES ('run-9', 'c', 0, '{}')",
+	} {
+		if _, err := db.pool.Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = db.Check(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "sequence is broken") || !strings.Contains(err.Error(), "name no run run-9") {
+		t.Errorf("Check = %v, want the broken sequence and the orphan item", err)
+	}
+}

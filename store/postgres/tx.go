@@ -189,7 +189,20 @@ func threadKey(th bot.ThreadRef) (string, error) {
 }
 
 func (t *tx) Run(id string) (*bot.RunRecord, error) {
-	return t.run(id, "data", "run")
+	return t.fullRun(id, true)
+}
+
+// fullRun reads run id with its state's items: its calls, and its messages when
+// withMessages is set.
+func (t *tx) fullRun(id string, withMessages bool) (*bot.RunRecord, error) {
+	r, err := t.run(id, "data", "run")
+	if err != nil {
+		return nil, err
+	}
+	if err := t.loadItems(map[string]*bot.RunRecord{id: r}, withMessages); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // RunHeader reads the run's head column, a few hundred bytes, where Run reads the agent
@@ -230,28 +243,43 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		}
 		rec.Status = rec.State.Status
 	}
-	data, err := json.Marshal(&rec)
-	if err != nil {
+	// The state's messages and calls are stored as run items (items.go), each written
+	// only when it is new or changed.
+	full := rec.State
+	if full != nil {
+		rec.State = splitState(full)
+	}
+	if err := t.putRunRow(&rec); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	h := rec
+	if err := t.putItems(rec.ID, full); err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// putRunRow writes the run's row: rec's state, if any, is already without its items.
+func (t *tx) putRunRow(rec *bot.RunRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	h := *rec
 	h.State = nil
 	headData, err := json.Marshal(&h)
 	if err != nil {
-		return fmt.Errorf("put run %s: %w", rec.ID, err)
+		return err
 	}
 	thread, err := threadKey(rec.Thread)
 	if err != nil {
-		return fmt.Errorf("put run %s: %w", rec.ID, err)
+		return err
 	}
 	sql := "INSERT INTO runs (id, status, thread, head, data) VALUES ($1, $2, $3, $4, $5)"
 	if !t.wasAbsent("runs", rec.ID) {
 		sql += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, thread = EXCLUDED.thread, head = EXCLUDED.head, data = EXCLUDED.data"
 	}
-	if _, err := t.exec(sql, rec.ID, string(rec.Status), thread, headData, data); err != nil {
-		return fmt.Errorf("put run %s: %w", rec.ID, err)
-	}
-	return nil
+	_, err = t.exec(sql, rec.ID, string(rec.Status), thread, headData, data)
+	return err
 }
 
 // runQuery builds the query of the runs f selects, in creation order.
@@ -321,6 +349,13 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 		if decodeErr == nil {
 			t.note(err)
 		}
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	byID := make(map[string]*bot.RunRecord, len(out))
+	for _, r := range out {
+		byID[r.ID] = r
+	}
+	if err := t.loadItems(byID, true); err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return out, nil
@@ -538,9 +573,9 @@ func (t *tx) DeleteOutbox(key string) error {
 	return nil
 }
 
-// RunBrief reads run id as Run does and drops its messages, which no card shows.
+// RunBrief reads run id as Run does without reading its messages, which no card shows.
 func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
-	r, err := t.Run(id)
+	r, err := t.fullRun(id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +586,8 @@ func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
 }
 
 // PutRunHead stores r's fields other than State and Status, keeping the stored state and
-// status: r.State must be nil, and the run must exist.
+// status: r.State must be nil, and the run must exist. The run's items are not read or
+// written: a card's reference costs a row of a few kilobytes, not the conversation.
 func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if r == nil || r.ID == "" {
 		return errors.New("put run head: no run id")
@@ -562,11 +598,14 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if err := t.check(true); err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
-	stored, err := t.Run(r.ID)
+	stored, err := t.run(r.ID, "data", "run")
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
 	rec := *r
 	rec.State, rec.Status = stored.State, stored.Status
-	return t.PutRun(&rec)
+	if err := t.putRunRow(&rec); err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	return nil
 }

@@ -17,6 +17,18 @@ CREATE TABLE runs (
 CREATE INDEX runs_status ON runs (status, seq);
 CREATE INDEX runs_thread ON runs (thread, seq);
 
+-- The two lists of a run's state that grow with every step, its messages (kind 'm') and its
+-- call records (kind 'c'), one row per element, so that a checkpoint writes what the step
+-- added or changed rather than the whole conversation again (items.go). runs.data holds
+-- the state without them.
+CREATE TABLE run_items (
+	run_id text COLLATE "C" NOT NULL,
+	kind   "char" NOT NULL,
+	idx    integer NOT NULL,
+	data   bytea NOT NULL,
+	PRIMARY KEY (run_id, kind, idx)
+);
+
 -- Records read and written by key alone: conversations, button actions, and whatever small
 -- record type comes next. bucket names the type.
 CREATE TABLE records (
