@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,22 +33,61 @@ func BenchCheckpoint(b *testing.B, s bot.Store) {
 	if err != nil || len(leases) != 1 {
 		b.Fatalf("claim: %v, %v", leases, err)
 	}
+	// A step adds a message of 1 KiB to the 50 KB, as a step adds its tool's output, and
+	// the checkpoint writes the run; the conversation is trimmed back now and then so that
+	// it stays about 50 KB however many steps the benchmark takes.
 	step := func(tx bot.Tx) error {
 		r.State.Step++
+		if len(r.State.Messages) >= 60 {
+			r.State.Messages = r.State.Messages[:50]
+		}
+		r.State.Messages = append(r.State.Messages, agent.Message{Role: agent.RoleTool, Content: fmt.Sprintf("step %d: %s", r.State.Step, chunk)})
 		return tx.PutRun(r)
 	}
 	b.Run("Update", func(b *testing.B) {
+		measure := written(b, s)
 		for b.Loop() {
 			if err := s.Update(b.Context(), step); err != nil {
 				b.Fatal(err)
 			}
 		}
+		measure()
 	})
 	b.Run("UpdateFenced", func(b *testing.B) {
+		measure := written(b, s)
 		for b.Loop() {
 			if err := l.UpdateFenced(b.Context(), leases[0], step); err != nil {
 				b.Fatal(err)
 			}
 		}
+		measure()
 	})
+}
+
+// written starts counting what the store writes, if it can say, and returns the function
+// that reports it per operation as written_B/op: bbolt's pages (BytesWritten), PostgreSQL's
+// write-ahead log (WALBytes).
+func written(b *testing.B, s bot.Store) func() {
+	var count func() (int64, error)
+	switch w := s.(type) {
+	case interface{ BytesWritten() int64 }:
+		count = func() (int64, error) { return w.BytesWritten(), nil }
+	case interface {
+		WALBytes(ctx context.Context) (int64, error)
+	}:
+		count = func() (int64, error) { return w.WALBytes(context.Background()) }
+	default:
+		return func() {}
+	}
+	start, err := count()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		end, err := count()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(end-start)/float64(b.N), "written_B/op")
+	}
 }
