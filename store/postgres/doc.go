@@ -8,7 +8,9 @@
 // Every record is the JSON of loopbot's own type, stored as bytes, beside the columns that
 // queries select and order by (migrations/0001_init.sql):
 //
-//	runs        seq (creation order), id, status, thread, head (no state), data
+//	runs        seq (creation order), id, status, thread, head (no state), data (the
+//	            record, its state without messages and calls)
+//	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
 //	records     bucket + key -> data: conversations, actions, and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data
