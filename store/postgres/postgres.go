@@ -234,12 +234,12 @@ func (db *DB) storeErr(what string, err error) error {
 	return fmt.Errorf("store %s: %w", what, err)
 }
 
-// WALBytes is the server's write-ahead log position in bytes: what every database of the
+// WALBytes is the server's write-ahead log insert position in bytes: what every database of the
 // server has written to its log so far. Its growth over a checkpoint is what the checkpoint
 // cost the log (benchmarks report it).
 func (db *DB) WALBytes(ctx context.Context) (int64, error) {
 	var n int64
-	if err := db.pool.QueryRow(ctx, "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint").Scan(&n); err != nil {
+	if err := db.pool.QueryRow(ctx, "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint").Scan(&n); err != nil {
 		return 0, fmt.Errorf("read the WAL position: %w", err)
 	}
 	return n, nil
