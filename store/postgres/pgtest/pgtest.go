@@ -229,6 +229,9 @@ func startCluster(bin string) (func(), error) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
 		cmd.SysProcAttr.Setpgid = true
+		// A test binary killed (a timeout's SIGQUIT, a kill -9) takes its server with it:
+		// the fast shutdown signal when the process that started it dies.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
 		if err := cmd.Start(); err != nil {
 			cleanup()
 			return nil, fmt.Errorf("start postgres: %w", err)
