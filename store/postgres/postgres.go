@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -111,7 +114,8 @@ func (db *DB) Ping(ctx context.Context) error {
 // error from fn is returned as it is, after the transaction was rolled back.
 //
 // When the transaction loses to another (a serialization failure, a deadlock, or a unique
-// violation: two transactions that both found a key absent and both inserted it), fn runs
+// violation: two transactions that both found a key absent and both inserted it), or loses
+// its connection before its commit was sent (a restart or failover of the server), fn runs
 // again in a new transaction, up to the store's maximum attempts, waiting a little longer
 // each time, for as long as ctx allows. So fn may run more than once, as bot.Store warns.
 func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
@@ -160,9 +164,13 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// retryable reports whether err is a conflict with another transaction that running the
-// transaction again can resolve.
+// retryable reports whether running the transaction again can succeed where err failed
+// it, with nothing of the failed attempt committed: a conflict with another transaction, or
+// a connection lost before the commit (errUncommitted).
 func retryable(err error) bool {
+	if errors.Is(err, errUncommitted) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
@@ -176,6 +184,35 @@ func retryable(err error) bool {
 	return false
 }
 
+// errUncommitted marks a failure of the connection that left the transaction uncommitted
+// for certain: at its start, in one of its statements (the server rolls back a
+// transaction whose session ends), or at a commit that was never sent. A commit sent and
+// not answered may have committed, and is not run again.
+var errUncommitted = errors.New("connection lost before the commit")
+
+// lostConnection reports whether err is the end of the connection or of the server (a
+// restart, a failover), rather than an error of the statement.
+func lostConnection(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 is connection_exception; 57P01-57P03 are the server's shutdown and
+		// start-up.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var netErr net.Error
+	return pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// uncommitted marks err as errUncommitted when it is a lost connection and ctx is still
+// live (a cancelled context breaks the connection too, and must end the retries).
+func uncommitted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && lostConnection(err) {
+		return fmt.Errorf("%w: %w", errUncommitted, err)
+	}
+	return err
+}
+
 // attempt runs fn once in a transaction of its own.
 func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) (err error) {
 	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
@@ -184,7 +221,7 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 	}
 	ptx, err := db.pool.BeginTx(ctx, opts)
 	if err != nil {
-		return db.storeErr("begin", err)
+		return db.storeErr("begin", uncommitted(ctx, err))
 	}
 	t := &tx{ctx: ctx, ptx: ptx, writable: writable, db: db}
 	done := false
@@ -199,9 +236,12 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 	done = true
 	if fnErr != nil || t.failed != nil {
 		_ = ptx.Rollback(context.Background())
+		if t.failed != nil {
+			t.failed = uncommitted(ctx, t.failed)
+		}
 		if t.failed != nil && retryable(t.failed) {
-			// A statement lost to another transaction; whatever fn made of that, the
-			// transaction is aborted and runs again.
+			// A statement lost to another transaction, or the connection; whatever fn
+			// made of that, the transaction is aborted and runs again.
 			return t.failed
 		}
 		if fnErr != nil {
@@ -210,6 +250,10 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 		return t.failed
 	}
 	if err := ptx.Commit(ctx); err != nil {
+		if pgconn.SafeToRetry(err) {
+			// The commit was never sent.
+			err = uncommitted(ctx, err)
+		}
 		err = db.storeErr("commit", err)
 		if writable && !retryable(err) && ctx.Err() == nil {
 			db.writeErr.Store(&err)

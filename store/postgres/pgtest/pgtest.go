@@ -157,45 +157,91 @@ func start() (stop func(), err error) {
 		mu.Unlock()
 		return nil, nil
 	}
-	bin := ""
-	found, _ := filepath.Glob(binGlob)
-	slices.SortFunc(found, func(a, b string) int { return versionOf(b) - versionOf(a) })
-	if len(found) > 0 {
-		bin = filepath.Dir(found[0])
-	}
-	if bin == "" {
-		if p, err := exec.LookPath("initdb"); err == nil {
-			bin = filepath.Dir(p)
-		}
-	}
-	if bin == "" {
-		return nil, errors.New(InstallHint)
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
 	}
 	return startCluster(bin)
 }
 
-// startCluster makes a cluster in a new directory and starts postgres on it.
+// startCluster makes the shared cluster and returns how to stop it.
 func startCluster(bin string) (func(), error) {
+	c, err := newCluster(bin)
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	admin = c.URL
+	mu.Unlock()
+	return c.close, nil
+}
+
+// Cluster is a PostgreSQL server of the tests: its data directory and the process running
+// on it.
+type Cluster struct {
+	// URL is the server's maintenance database (postgres), as the superuser.
+	URL string
+
+	dir, data, bin string
+	port           int
+	asUser         func(name string, args ...string) *exec.Cmd
+	cmd            *exec.Cmd
+	exited         chan error
+	log            *lockedWriter
+}
+
+// NewCluster starts a cluster of t's own, for a test that stops or restarts the server,
+// and removes it when t ends. Without PostgreSQL it skips t, or fails it under CI=true.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	bin, err := findBin()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no PostgreSQL for the tests under CI: %v", err)
+		}
+		t.Skip(err.Error())
+	}
+	c, err := newCluster(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+// findBin returns the directory of the newest installed server's programs.
+func findBin() (string, error) {
+	found, _ := filepath.Glob(binGlob)
+	slices.SortFunc(found, func(a, b string) int { return versionOf(b) - versionOf(a) })
+	if len(found) > 0 {
+		return filepath.Dir(found[0]), nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New(InstallHint)
+}
+
+// newCluster makes a cluster in a new directory and starts postgres on it.
+func newCluster(bin string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "loopbot-pg-")
 	if err != nil {
 		return nil, err
 	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	// asUser runs a program of the server as the user that owns the cluster.
-	var asUser func(name string, args ...string) *exec.Cmd
+	c := &Cluster{dir: dir, data: filepath.Join(dir, "data"), bin: bin, asUser: exec.Command}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			cleanup()
+			c.remove()
 			return nil, fmt.Errorf("running as root, and there is no postgres user to run the server as: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
-			cleanup()
+			c.remove()
 			return nil, err
 		}
-		asUser = func(name string, args ...string) *exec.Cmd {
+		c.asUser = func(name string, args ...string) *exec.Cmd {
 			// The server runs as postgres directly, with no wrapper between: the signal
 			// that stops it must reach it.
 			cmd := exec.Command(name, args...)
@@ -203,69 +249,103 @@ func startCluster(bin string) (func(), error) {
 			cmd.Env = append(os.Environ(), "HOME="+dir)
 			return cmd
 		}
-	} else {
-		asUser = exec.Command
 	}
-	data := filepath.Join(dir, "data")
-	initdb := asUser(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
+	initdb := c.asUser(filepath.Join(bin, "initdb"), "-D", c.data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		cleanup()
+		c.remove()
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
 	for tries := 0; ; tries++ {
 		port, err := freePort()
 		if err != nil {
-			cleanup()
+			c.remove()
 			return nil, err
 		}
-		cmd := asUser(filepath.Join(bin, "postgres"), "-D", data, "-k", dir, "-p", strconv.Itoa(port),
-			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-			"-c", "full_page_writes=off", "-c", "max_connections=200")
-		logBuf := &lockedWriter{}
-		cmd.Stdout, cmd.Stderr = logBuf, logBuf
-		// Its own process group, so the interrupt of a test run does not reach it before
-		// the tests have dropped their databases.
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		err = c.start(port)
+		if err == nil {
+			return c, nil
 		}
-		cmd.SysProcAttr.Setpgid = true
-		// A test binary killed (a timeout's SIGQUIT, a kill -9) takes its server with it:
-		// the fast shutdown signal when the process that started it dies.
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
-		if err := cmd.Start(); err != nil {
-			cleanup()
-			return nil, fmt.Errorf("start postgres: %w", err)
+		if tries == 3 {
+			c.remove()
+			return nil, err
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		if err := waitReady(url, exited); err != nil {
-			if !errors.Is(err, errExited) {
-				_ = cmd.Process.Signal(syscall.SIGINT)
-				<-exited
-			}
-			if tries < 3 {
-				continue // most likely the port was taken between the probe and the start
-			}
-			cleanup()
-			return nil, fmt.Errorf("postgres did not start: %w: %s", err, logBuf.text())
-		}
-		mu.Lock()
-		admin = url
-		mu.Unlock()
-		return func() {
-			// SIGINT is postgres's fast shutdown: it ends the sessions and stops.
-			_ = cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-			cleanup()
-		}, nil
+		// Most likely the port was taken between the probe and the start.
 	}
 }
+
+// start runs postgres on the cluster's data at port and waits until it answers.
+func (c *Cluster) start(port int) error {
+	cmd := c.asUser(filepath.Join(c.bin, "postgres"), "-D", c.data, "-k", c.dir, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	c.log = &lockedWriter{}
+	cmd.Stdout, cmd.Stderr = c.log, c.log
+	// Its own process group, so the interrupt of a test run does not reach it before
+	// the tests have dropped their databases.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	// A test binary killed (a timeout's SIGQUIT, a kill -9) takes its server with it:
+	// the fast shutdown signal when the process that started it dies.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err := waitReady(url, exited); err != nil {
+		if !errors.Is(err, errExited) {
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			<-exited
+		}
+		return fmt.Errorf("postgres did not start: %w: %s", err, c.log.text())
+	}
+	c.cmd, c.exited, c.port, c.URL = cmd, exited, port, url
+	return nil
+}
+
+// Stop stops the server with its fast shutdown: sessions end, and what they committed is
+// kept.
+func (c *Cluster) Stop() {
+	if c.cmd == nil {
+		return
+	}
+	// SIGINT is postgres's fast shutdown: it ends the sessions and stops.
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+	c.cmd = nil
+}
+
+// Restart stops the server and starts it again on the same port, as a database restarted
+// under its clients is.
+func (c *Cluster) Restart() error {
+	c.Stop()
+	return c.start(c.port)
+}
+
+// Database creates a new database in the cluster and returns its URL.
+func (c *Cluster) Database(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("loopbot_test_%d_%d", os.Getpid(), seq.Add(1))
+	if err := exec1(c.URL, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	return withDatabase(c.URL, name)
+}
+
+func (c *Cluster) close() {
+	c.Stop()
+	c.remove()
+}
+
+func (c *Cluster) remove() { _ = os.RemoveAll(c.dir) }
 
 var errExited = errors.New("postgres exited")
 
