@@ -33,6 +33,11 @@
 // time, for as long as the context allows); the function may therefore run more than once,
 // as bot.Store allows.
 //
+// A transaction whose connection was lost before its commit was sent (the server restarted
+// or failed over) runs again the same way, on a new connection: nothing of it committed. A
+// commit sent and not answered may have committed, so that one fails instead of running
+// twice (TestServerRestart).
+//
 // View is a read-only REPEATABLE READ transaction: its reads share one snapshot.
 //
 // # Differences from the bbolt store
