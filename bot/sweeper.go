@@ -19,6 +19,8 @@ type sweeper struct {
 	decided func(outcome ApprovalStatus, wait time.Duration)
 	// settled is told after approvals expired, so the runs go on and the cards are edited.
 	settled func()
+	// lead says whether this replica sweeps (leader.go); nil always does.
+	lead *leader
 }
 
 func newSweeper(store Store, recs *records, log *slog.Logger, expiry time.Duration, decided func(ApprovalStatus, time.Duration), settled func()) *sweeper {
@@ -31,17 +33,24 @@ func (s *sweeper) loop(ctx context.Context) {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
-		if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("expire approvals", "err", err)
-		}
-		if _, err := s.store.PurgeEvents(ctx, s.recs.clock.Now()); err != nil && ctx.Err() == nil {
-			s.log.Error("purge event claims", "err", err)
+		if s.lead.holds(ctx) {
+			s.pass(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// pass expires approvals and purges event claims once.
+func (s *sweeper) pass(ctx context.Context) {
+	if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("expire approvals", "err", err)
+	}
+	if _, err := s.store.PurgeEvents(ctx, s.recs.clock.Now()); err != nil && ctx.Err() == nil {
+		s.log.Error("purge event claims", "err", err)
 	}
 }
 
