@@ -161,11 +161,15 @@ func (b *Bot) Start(ctx context.Context) error {
 	// The election is asked before the dispatcher's first pass, so that a replica alone
 	// (always, on bbolt) sends the outbox at once.
 	b.lead.holds(ctx)
-	b.loops.Add(4)
+	b.loops.Add(5)
 	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sched.beat(loopCtx) }()
 	go func() { defer b.loops.Done(); b.lead.loop(loopCtx) }()
+	go func() {
+		defer b.loops.Done()
+		pollOutbox(loopCtx, b.lead, min(max(time.Duration(b.cfg.EditInterval), time.Second), 5*time.Second), b.disp.poke)
+	}()
 	go func() { defer close(b.disp.done); b.disp.loop(outCtx) }()
 	b.sched.poke()
 	b.disp.poke()

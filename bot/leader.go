@@ -162,6 +162,37 @@ func (l *leader) elect(ctx context.Context, now time.Time) bool {
 	return l.leading
 }
 
+// leads reports whether this replica led at its last election, without asking the store.
+func (l *leader) leads() bool {
+	if l == nil || l.elector == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading
+}
+
+// pollOutbox wakes the dispatcher every interval while this replica leads: other replicas
+// write outbox items too, and nothing else tells the leader of them (the store has no
+// notifications), so the leader looks at least that often.
+func pollOutbox(ctx context.Context, l *leader, every time.Duration, wake func()) {
+	if l == nil || l.elector == nil {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if l.leads() {
+				wake()
+			}
+		}
+	}
+}
+
 // resign gives the role up, if held, as the bot stops.
 func (l *leader) resign(ctx context.Context) {
 	if l == nil {
