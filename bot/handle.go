@@ -69,7 +69,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	cmd, isCmd := readCommand(ev)
+	goal := !isCmd && ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
@@ -89,6 +90,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	var res Result
 	var err error
 	switch {
+	case isCmd:
+		res, err = b.command(ctx, ev, cmd)
 	case ev.Kind == EventAction:
 		res, err = b.click(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandStatus:
@@ -362,6 +365,8 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
 		return b.resume(ctx, ev.User, ev.Thread, act)
+	case ActionForget:
+		return b.forget(ctx, ev.User, ev.Thread, act)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,9 +271,11 @@ type harness struct {
 	tools []agent.Tool
 	// others are platforms the bot has besides plat.
 	others []bot.Platform
-	clock  *clock
-	bot    *bot.Bot
-	evs    int
+	// storeTools, if set, makes tools over the store each open opens (the remember tool).
+	storeTools func(s bot.Store, cfg bot.Config) []agent.Tool
+	clock      *clock
+	bot        *bot.Bot
+	evs        int
 }
 
 func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
@@ -303,7 +306,11 @@ func (h *harness) open() {
 	if h.llm != nil {
 		m = h.llm
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, h.tools)
+	tools := h.tools
+	if h.storeTools != nil {
+		tools = append(slices.Clone(tools), h.storeTools(db, h.cfg)...)
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, tools)
 	if err != nil {
 		h.t.Fatalf("new agent: %v", err)
 	}

@@ -114,6 +114,7 @@ func (r *records) refreshCards(tx Tx) error {
 // newRun stores a queued run of goal in conv's thread, with the thread's earlier goals and
 // answers as history, and makes it the thread's active run. The caller stores conv.
 func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string, earlier []HistoryMessage) (*RunRecord, error) {
+	var err error
 	history := threadHistory(earlier)
 	for _, id := range conv.Runs {
 		prev, err := tx.Run(id)
@@ -135,6 +136,9 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		CancelAction: r.newID(),
 		CreatedAt:    now,
 		UpdatedAt:    now,
+	}
+	if rec.State.Pinned, err = pinnedFacts(tx, conv.Thread); err != nil {
+		return nil, fmt.Errorf("load the channel's memory: %w", err)
 	}
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {

@@ -68,6 +68,14 @@ type Tx interface {
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)
 
+	// Memory lists the facts kept for a channel (ChannelKey), oldest first; MemoryFact
+	// returns one; PutMemory stores one under its channel and ID; DeleteMemory forgets one
+	// (a missing one is not an error).
+	Memory(channel string) ([]*MemoryFact, error)
+	MemoryFact(channel, id string) (*MemoryFact, error)
+	PutMemory(f *MemoryFact) error
+	DeleteMemory(channel, id string) error
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error
@@ -174,6 +182,8 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionForget forgets one fact of a channel's memory.
+	ActionForget ActionKind = "forget"
 )
 
 // Action is what an opaque button ID stands for.
@@ -182,6 +192,9 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// Channel and Fact name the memory fact of a Forget button.
+	Channel string `json:"channel,omitempty"`
+	Fact    string `json:"fact,omitempty"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
@@ -209,6 +222,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxMemory       OutboxKind = "memory"        // post a channel's memory with Forget buttons
 )
 
 // OutboxItem is a record of something to post, written in the same transaction as the state
@@ -220,6 +234,8 @@ type OutboxItem struct {
 	ApprovalID string     `json:"approval_id,omitempty"`
 	Thread     ThreadRef  `json:"thread"`
 	Text       string     `json:"text,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	Attempts   int        `json:"attempts,omitempty"`
+	// Actions are the opaque IDs of the buttons a memory listing shows, one a fact.
+	Actions   []string  `json:"actions,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Attempts  int       `json:"attempts,omitempty"`
 }

@@ -53,10 +53,11 @@ var (
 	bucketOutbox        = []byte("outbox")
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
+	bucketMemory        = []byte("memory")     // channel + NUL + fact ID -> bot.MemoryFact
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketMemory,
 	}
 
 	metaSchemaVersion = []byte("schema_version")
