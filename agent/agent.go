@@ -245,7 +245,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.emit(Event{Kind: EventStepStarted})
 
 	prompt := r.prompt(wctx)
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs})
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.specs()})
 	if err != nil {
 		if wctx.Err() != nil {
 			st.Step--
@@ -353,6 +353,9 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	reg, ok := r.a.tools[tc.Name]
 	if !ok {
 		return invalid("unknown tool %q; the tools you can call are: %s", tc.Name, strings.Join(r.a.toolNames(), ", "))
+	}
+	if !r.allowedTool(tc.Name) {
+		return invalid("%s", r.notAllowed(tc.Name))
 	}
 	args, err := decodeArgs(tc.Arguments)
 	if err != nil {

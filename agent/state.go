@@ -217,6 +217,10 @@ type State struct {
 	// SteerSeq is the number of the last note a person sent the working run that the loop
 	// took into the conversation (steer.go).
 	SteerSeq int `json:"steer_seq,omitempty"`
+	// AllowedTools, when not nil, are the only tools (besides the loop's control tools) the
+	// run may call: a playbook's allowlist (allowlist.go). Empty but not nil allows none;
+	// omitzero keeps that apart from nil through a save.
+	AllowedTools []string `json:"allowed_tools,omitzero"`
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`

@@ -46,6 +46,8 @@ type Bot struct {
 	// The options, until New has applied them.
 	now   func() time.Time
 	newID func() string
+	// toolNames are the agent's tools, which a playbook may name.
+	toolNames []string
 
 	loops      sync.WaitGroup // the scheduler's and the sweeper's loops
 	stopLoops  context.CancelCauseFunc
@@ -118,6 +120,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		b.decided = func(ApprovalStatus, time.Duration) {}
 	}
 	b.redactor = NewRedactor(b.cfg.Redact)
+	b.toolNames = ag.ToolNames()
 	b.clock = &clock{now: b.now}
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log}

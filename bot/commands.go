@@ -3,6 +3,8 @@ package bot
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -13,8 +15,10 @@ import (
 
 // chat command words.
 const (
-	verbRemember = "remember"
-	verbMemory   = "memory"
+	verbRemember  = "remember"
+	verbMemory    = "memory"
+	verbPlaybooks = "playbooks"
+	verbRun       = "run"
 )
 
 // chatCommand is a command read from an event's text.
@@ -25,7 +29,7 @@ type chatCommand struct {
 }
 
 // readCommand reads a command from ev's text, if it holds one.
-func readCommand(ev Event) (chatCommand, bool) {
+func (b *Bot) readCommand(ev Event) (chatCommand, bool) {
 	switch {
 	case ev.Kind == EventMention, ev.Kind == EventReply, ev.Kind == EventCommand && ev.Command == CommandStart:
 	default:
@@ -36,6 +40,8 @@ func readCommand(ev Event) (chatCommand, bool) {
 	if w, rest, _ := strings.Cut(text, " "); strings.EqualFold(w, "/loopbot") {
 		text, explicit = strings.TrimSpace(rest), true
 	}
+	// A slash command is a command already.
+	explicit = explicit || ev.Kind == EventCommand
 	if ev.Kind == EventReply && !explicit {
 		return chatCommand{}, false
 	}
@@ -44,9 +50,13 @@ func readCommand(ev Event) (chatCommand, bool) {
 	switch c.verb {
 	case verbRemember:
 		return c, true
-	case verbMemory:
+	case verbMemory, verbPlaybooks:
 		// "memory" alone is the command; "memory leaks in the parser" is a goal.
-		return c, c.arg == "" || explicit
+		return c, c.arg == ""
+	case verbRun:
+		// "/loopbot run NAME" always names a playbook; "@loopbot run the tests" is a goal
+		// unless a playbook has that name.
+		return c, explicit || b.isPlaybook(c.arg)
 	}
 	return chatCommand{}, false
 }
@@ -58,6 +68,20 @@ func (b *Bot) command(ctx context.Context, ev Event, c chatCommand) (Result, err
 		return b.rememberCommand(ctx, ev, c.arg)
 	case verbMemory:
 		return b.memoryCommand(ctx, ev)
+	case verbPlaybooks:
+		return b.playbooksCommand(ev), nil
+	case verbRun:
+		return b.runPlaybook(ctx, ev, c.arg)
 	}
 	return Result{}, fmt.Errorf("unknown command %q", c.verb)
+}
+
+// isPlaybook reports whether the first word of arg names a playbook file.
+func (b *Bot) isPlaybook(arg string) bool {
+	name, _, _ := strings.Cut(arg, " ")
+	if b.cfg.Playbooks.Dir == "" || !playbookName.MatchString(name) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(b.cfg.Playbooks.Dir, name+".md"))
+	return err == nil
 }

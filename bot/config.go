@@ -40,6 +40,8 @@ type Config struct {
 	MaxGoalBytes int `toml:"max_goal_bytes"`
 	// Memory bounds each channel's memory (memory.go).
 	Memory MemoryConfig `toml:"memory"`
+	// Playbooks says where playbooks live (playbook.go).
+	Playbooks PlaybookConfig `toml:"playbooks"`
 }
 
 // Policy says who may use the bot and who may decide on tool calls. Users are matched by

@@ -11,3 +11,6 @@ const (
 	WordsStop  = wordsStop
 	WordsPause = wordsPause
 )
+
+// ParseArgs exposes parseArgs to the fuzz target.
+var ParseArgs = parseArgs

@@ -69,8 +69,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	cmd, isCmd := readCommand(ev)
-	goal := !isCmd && ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	cmd, isCmd := b.readCommand(ev)
+	goal := (!isCmd || cmd.verb == verbRun) && ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
