@@ -117,16 +117,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 // the thread it starts one, which sees the thread's history; a reply to a run that waits for
 // input is its answer; anything else waits in the thread's queue.
 func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
-	claim := func(tx Tx) error {
-		first, err := tx.ClaimEvent(ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
-		switch {
-		case err != nil:
-			return err
-		case !first:
-			return errDuplicate
-		}
-		return nil
-	}
+	claim := func(tx Tx) error { return b.claimIn(tx, ev.ID) }
 	text := strings.TrimSpace(ev.Text)
 	var notice string
 	switch {
@@ -197,6 +188,19 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
 	}
 	return res, err
+}
+
+// claimIn claims the delivery id inside tx, so the claim commits with what tx does about
+// it; errDuplicate rolls back a delivery that was claimed before.
+func (b *Bot) claimIn(tx Tx, id string) error {
+	first, err := tx.ClaimEvent(id, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
+	switch {
+	case err != nil:
+		return err
+	case !first:
+		return errDuplicate
+	}
+	return nil
 }
 
 // hasConversation reports whether the bot has a conversation in thread. Conversations are

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/loopbot/loopbot/agent"
 )
@@ -186,13 +185,7 @@ func PlaybookList(pbs []*Playbook, errs []error) string {
 // runPlaybook starts a run of the playbook named in arg, in ev's thread.
 func (b *Bot) runPlaybook(ctx context.Context, ev Event, arg string) (Result, error) {
 	claimOnly := func(notice string) (Result, error) {
-		err := b.store.Update(ctx, func(tx Tx) error {
-			first, err := tx.ClaimEvent(ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
-			if err == nil && !first {
-				return errDuplicate
-			}
-			return err
-		})
+		err := b.store.Update(ctx, func(tx Tx) error { return b.claimIn(tx, ev.ID) })
 		return Result{Notice: notice}, err
 	}
 	if !b.cfg.Policy.mayStart(ev) {
@@ -227,12 +220,8 @@ func (b *Bot) runPlaybook(ctx context.Context, ev Event, arg string) (Result, er
 	var res Result
 	err = b.store.Update(ctx, func(tx Tx) error {
 		res = Result{}
-		first, err := tx.ClaimEvent(ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
-		switch {
-		case err != nil:
+		if err := b.claimIn(tx, ev.ID); err != nil {
 			return err
-		case !first:
-			return errDuplicate
 		}
 		conv, err := conversation(tx, ev.Thread)
 		if err != nil {
