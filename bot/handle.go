@@ -371,6 +371,8 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.resume(ctx, ev.User, ev.Thread, act)
 	case ActionForget:
 		return b.forget(ctx, ev.User, ev.Thread, act)
+	case ActionSavePlaybook:
+		return b.savePlaybook(ctx, ev.User, ev.Thread, act)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil

@@ -147,6 +147,9 @@ func isStoreError(err error) bool {
 	return !errors.As(err, &capped)
 }
 
+// memoryPage is how many facts one memory message lists.
+const memoryPage = 20
+
 // memoryItem is the outbox item that posts the channel's memory with its Forget buttons.
 func memoryItem(id string) OutboxItem {
 	return OutboxItem{Key: "memory/" + id, Kind: OutboxMemory}
@@ -168,16 +171,20 @@ func (b *Bot) memoryCommand(ctx context.Context, ev Event) (Result, error) {
 			res.Notice = noticeNoMemory
 			return nil
 		}
-		now := b.clock.stamp()
-		it := memoryItem(b.newID())
-		for _, f := range facts {
-			act := &Action{ID: b.newID(), Kind: ActionForget, Channel: f.Channel, Fact: f.ID}
-			if err := tx.PutAction(act); err != nil {
-				return err
+		// A message holds at most memoryPage facts: Slack and Discord take 25 buttons.
+		var items []OutboxItem
+		for page := range slices.Chunk(facts, memoryPage) {
+			it := memoryItem(b.newID())
+			for _, f := range page {
+				act := &Action{ID: b.newID(), Kind: ActionForget, Channel: f.Channel, Fact: f.ID}
+				if err := tx.PutAction(act); err != nil {
+					return err
+				}
+				it.Actions = append(it.Actions, act.ID)
 			}
-			it.Actions = append(it.Actions, act.ID)
+			items = append(items, it)
 		}
-		return b.recs.put(tx, ev.Thread, now, it)
+		return b.recs.put(tx, ev.Thread, b.clock.stamp(), items...)
 	})
 	return res, err
 }

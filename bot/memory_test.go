@@ -195,3 +195,25 @@ func TestRememberToolNeedsApproval(t *testing.T) {
 		}
 	})
 }
+
+// A long memory is listed in messages of 20 facts, so no message has more buttons than Slack
+// and Discord take.
+func TestMemoryListPages(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, bot.Config{Memory: bot.MemoryConfig{MaxFacts: 45}})
+		for i := range 45 {
+			h.mention(ann, "remember fact number "+strings.Repeat("i", i+1))
+		}
+		h.mention(ann, "memory")
+		h.settle()
+		var sizes []int
+		for _, o := range h.plat.sent(bot.KindNotice) {
+			if m := h.plat.shown(o.ref.ID); m.Title == "Remembered for this channel" {
+				sizes = append(sizes, len(m.Buttons))
+			}
+		}
+		if len(sizes) != 3 || sizes[0] != 20 || sizes[1] != 20 || sizes[2] != 5 {
+			t.Fatalf("memory messages have %v buttons, want 20, 20 and 5", sizes)
+		}
+	})
+}

@@ -34,6 +34,8 @@ type records struct {
 	newID  func() string
 	expiry time.Duration // how long an approval request waits
 	log    *slog.Logger
+	// savePlaybooks gives a completed run's answer a Save as playbook button.
+	savePlaybooks bool
 }
 
 // deriveStatus sets the record's status from its state's. It is the only place that does:
@@ -330,6 +332,12 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 		items = append(items, questionItem(rec.ID, r.newID(), text))
 	case rec.Status == agent.StatusCompleted:
+		if r.savePlaybooks {
+			rec.SaveAction = r.newID()
+			if err := tx.PutAction(&Action{ID: rec.SaveAction, Kind: ActionSavePlaybook, RunID: rec.ID}); err != nil {
+				return err
+			}
+		}
 		items = append(items, answerItem(rec.ID))
 	case rec.Status.Terminal():
 		items = append(items, failureItem(rec.ID))

@@ -40,7 +40,11 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+		m := Message{Kind: KindAnswer, Text: st.Answer}
+		if rec.SaveAction != "" {
+			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
+		}
+		return m, nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:

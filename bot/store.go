@@ -104,6 +104,8 @@ type RunRecord struct {
 	CancelAction   string `json:"cancel_action,omitempty"`
 	ContinueAction string `json:"continue_action,omitempty"`
 	StopAction     string `json:"stop_action,omitempty"`
+	// SaveAction is the opaque ID of a completed run's Save as playbook button.
+	SaveAction string `json:"save_action,omitempty"`
 	// Playbook is the playbook the run was started from, if any.
 	Playbook  string    `json:"playbook,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -184,6 +186,8 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionSavePlaybook saves a completed run as a draft playbook.
+	ActionSavePlaybook ActionKind = "save_playbook"
 	// ActionForget forgets one fact of a channel's memory.
 	ActionForget ActionKind = "forget"
 )
