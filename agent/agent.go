@@ -130,6 +130,10 @@ type runner struct {
 	st   *State
 	h    Hooks
 	mark time.Time // when Active was last brought up to date
+	// promptTokens is the size of the latest prompt; sanityAsked says who asked for a
+	// sanity check at the next step boundary (review.go).
+	promptTokens int
+	sanityAsked  string
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -167,6 +171,9 @@ func (r *runner) run(ctx context.Context) error {
 			return r.exhausted(ctx, reason)
 		}
 		r.steer(wctx)
+		if paused, err := r.askedSanity(ctx, wctx); err != nil || paused {
+			return err
+		}
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
 		}
@@ -245,6 +252,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.emit(Event{Kind: EventStepStarted})
 
 	prompt := r.prompt(wctx)
+	r.promptTokens = estimateTokens(prompt)
 	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.specs()})
 	if err != nil {
 		if wctx.Err() != nil {
@@ -634,8 +642,8 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	if st.RepeatedError.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same error came back %d times in a row; the run looks stuck.", st.RepeatedError.Count)})
 	}
-	if r.a.sanity != nil && (cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
-		if paused, err := r.sanityCheck(ctx, wctx); err != nil || paused {
+	if why := r.sanityTrigger(); r.a.sanity != nil && (why != "" || cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
+		if paused, err := r.sanityCheck(ctx, wctx, why); err != nil || paused {
 			return err
 		}
 	}

@@ -221,6 +221,8 @@ type State struct {
 	// run may call: a playbook's allowlist (allowlist.go). Empty but not nil allows none;
 	// omitzero keeps that apart from nil through a save.
 	AllowedTools []string `json:"allowed_tools,omitzero"`
+	// Reviews are the sanity verdicts the thread is shown (review.go), oldest first.
+	Reviews []Review `json:"reviews,omitempty"`
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`

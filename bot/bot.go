@@ -48,6 +48,8 @@ type Bot struct {
 	newID func() string
 	// toolNames are the agent's tools, which a playbook may name.
 	toolNames []string
+	// hasSanity is set when the agent has a sanity model to ask.
+	hasSanity bool
 
 	loops      sync.WaitGroup // the scheduler's and the sweeper's loops
 	stopLoops  context.CancelCauseFunc
@@ -121,6 +123,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	}
 	b.redactor = NewRedactor(b.cfg.Redact)
 	b.toolNames = ag.ToolNames()
+	b.hasSanity = ag.HasSanity()
 	b.clock = &clock{now: b.now}
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, savePlaybooks: b.cfg.Playbooks.Dir != ""}

@@ -19,6 +19,7 @@ const (
 	verbMemory    = "memory"
 	verbPlaybooks = "playbooks"
 	verbRun       = "run"
+	verbSanity    = "sanity"
 )
 
 // chatCommand is a command read from an event's text.
@@ -50,7 +51,7 @@ func (b *Bot) readCommand(ev Event) (chatCommand, bool) {
 	switch c.verb {
 	case verbRemember:
 		return c, true
-	case verbMemory, verbPlaybooks:
+	case verbMemory, verbPlaybooks, verbSanity:
 		// "memory" alone is the command; "memory leaks in the parser" is a goal.
 		return c, c.arg == ""
 	case verbRun:
@@ -72,6 +73,8 @@ func (b *Bot) command(ctx context.Context, ev Event, c chatCommand) (Result, err
 		return b.playbooksCommand(ev), nil
 	case verbRun:
 		return b.runPlaybook(ctx, ev, c.arg)
+	case verbSanity:
+		return b.sanityCommand(ctx, ev)
 	}
 	return Result{}, fmt.Errorf("unknown command %q", c.verb)
 }

@@ -273,6 +273,8 @@ type harness struct {
 	others []bot.Platform
 	// storeTools, if set, makes tools over the store each open opens (the remember tool).
 	storeTools func(s bot.Store, cfg bot.Config) []agent.Tool
+	// sanity, if set, is the agent's sanity model.
+	sanity *model
 	clock      *clock
 	bot        *bot.Bot
 	evs        int
@@ -310,7 +312,11 @@ func (h *harness) open() {
 	if h.storeTools != nil {
 		tools = append(slices.Clone(tools), h.storeTools(db, h.cfg)...)
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, tools)
+	var opts []agent.Option
+	if h.sanity != nil {
+		opts = append(opts, agent.WithSanity(h.sanity.client))
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, tools, opts...)
 	if err != nil {
 		h.t.Fatalf("new agent: %v", err)
 	}

@@ -213,6 +213,9 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 	if err := r.dropTakenNotes(tx, rec); err != nil {
 		return err
 	}
+	if err := r.postReviews(tx, rec); err != nil {
+		return err
+	}
 	return r.transition(tx, rec, prev)
 }
 
@@ -258,7 +261,7 @@ func notes(tx Tx, thread ThreadRef, id string, after int) ([]agent.Note, error) 
 	var out []agent.Note
 	for _, n := range conv.Notes {
 		if n.RunID == id && n.Seq > after {
-			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text})
+			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text, Sanity: n.Sanity})
 		}
 	}
 	return out, nil

@@ -106,6 +106,8 @@ type RunRecord struct {
 	StopAction     string `json:"stop_action,omitempty"`
 	// SaveAction is the opaque ID of a completed run's Save as playbook button.
 	SaveAction string `json:"save_action,omitempty"`
+	// ReviewsPosted counts the state's sanity reviews already posted to the thread.
+	ReviewsPosted int `json:"reviews_posted,omitempty"`
 	// Playbook is the playbook the run was started from, if any.
 	Playbook  string    `json:"playbook,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -132,6 +134,8 @@ type RunNote struct {
 	From  string    `json:"from"`
 	Text  string    `json:"text"`
 	At    time.Time `json:"at"`
+	// Sanity asks the run for a sanity check instead of saying Text to the model.
+	Sanity bool `json:"sanity,omitempty"`
 }
 
 // QueuedGoal is a goal that arrived while the thread's run was busy.
