@@ -275,9 +275,9 @@ type harness struct {
 	storeTools func(s bot.Store, cfg bot.Config) []agent.Tool
 	// sanity, if set, is the agent's sanity model.
 	sanity *model
-	clock      *clock
-	bot        *bot.Bot
-	evs        int
+	clock  *clock
+	bot    *bot.Bot
+	evs    int
 }
 
 func newHarness(t *testing.T, cfg bot.Config, tools ...agent.Tool) *harness {
