@@ -143,7 +143,23 @@ func (t *tx) Run(id string) (*bot.RunRecord, error) {
 	if data == nil {
 		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
 	}
-	return decode[bot.RunRecord](data, "run "+id)
+	return t.loadRun(key, data, id)
+}
+
+// loadRun decodes the run stored under key and reads its items.
+func (t *tx) loadRun(key, data []byte, id string) (*bot.RunRecord, error) {
+	r, err := decode[bot.RunRecord](data, "run "+id)
+	if err != nil {
+		return nil, err
+	}
+	items, err := t.bucket(bucketRunItems)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if err := loadRunItems(items, key, r); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // RunHeader reads run id from run_heads, a value of a few hundred bytes, where Run decodes
@@ -184,6 +200,12 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		// The NUL byte ends the status in a runs_by_status key.
 		return fmt.Errorf("put run %s: status %q contains a NUL byte", rec.ID, rec.Status)
 	}
+	// The state's messages and calls are stored as run items (runitems.go), each written
+	// only when it is new or changed.
+	full := rec.State
+	if full != nil {
+		rec.State = splitState(full)
+	}
 	data, err := json.Marshal(&rec)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
@@ -193,62 +215,70 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	if err := t.putRun(rec.ID, rec.Status, data, headData); err != nil {
+	key, err := t.putRun(rec.ID, rec.Status, data, headData)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	items, err := t.bucket(bucketRunItems)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	if err := putRunItems(items, key, full); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
 	return nil
 }
 
 // putRun writes a run's record and head under its key, taking a new key for a new run, and
-// moves its status index entry when the status changed.
-func (t *tx) putRun(id string, status agent.Status, data, headData []byte) error {
+// moves its status index entry when the status changed. It returns the key.
+func (t *tx) putRun(id string, status agent.Status, data, headData []byte) ([]byte, error) {
 	ids, err := t.bucket(bucketRunIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	runs, err := t.bucket(bucketRuns)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	heads, err := t.bucket(bucketRunHeads)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	byStatus, err := t.bucket(bucketRunsByStatus)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.wrote = true
 	key := bytes.Clone(ids.Get([]byte(id)))
 	if key == nil {
 		seq, err := runs.NextSequence()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		key = seqKey(seq)
 		if err := ids.Put([]byte(id), key); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		old := heads.Get(key)
 		if old == nil {
-			return errors.New("the stored run has no head")
+			return nil, errors.New("the stored run has no head")
 		}
 		h, err := decode[struct {
 			Status agent.Status `json:"status"`
 		}](old, "run head "+id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if h.Status == status {
 			// Its index entry is already in place.
-			return errors.Join(runs.Put(key, data), heads.Put(key, headData))
+			return key, errors.Join(runs.Put(key, data), heads.Put(key, headData))
 		}
 		if err := byStatus.Delete(statusKey(h.Status, key)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return errors.Join(
+	return key, errors.Join(
 		runs.Put(key, data),
 		heads.Put(key, headData),
 		byStatus.Put(statusKey(status, key), []byte(id)),
@@ -268,7 +298,7 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 		if data == nil {
 			return fmt.Errorf("run %s: the index names a missing record", id)
 		}
-		r, err := decode[bot.RunRecord](data, "run "+id)
+		r, err := t.loadRun(key, data, id)
 		if err != nil {
 			return err
 		}
