@@ -134,6 +134,8 @@ type runner struct {
 	// sanity check at the next step boundary (review.go).
 	promptTokens int
 	sanityAsked  string
+	// pinnedWarned is set once the log was told that pinned facts were left out.
+	pinnedWarned bool
 }
 
 func (r *runner) run(ctx context.Context) error {

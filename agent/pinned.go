@@ -36,7 +36,10 @@ func (r *runner) pinnedText() string {
 	}
 	if left := len(st.Pinned) - kept; left > 0 {
 		fmt.Fprintf(&b, "\n(%d more facts left out: they do not fit the context budget.)", left)
-		r.a.log.Warn("pinned facts left out of the prompt", "run", st.RunID, "left", left)
+		if !r.pinnedWarned {
+			r.pinnedWarned = true
+			r.a.log.Warn("pinned facts left out of the prompt", "run", st.RunID, "left", left)
+		}
 	}
 	b.WriteString("\n</team-facts>")
 	return b.String()
