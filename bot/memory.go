@@ -193,6 +193,7 @@ func (b *Bot) memoryCommand(ctx context.Context, ev Event) (Result, error) {
 func memoryMessage(tx Tx, it OutboxItem) (Message, error) {
 	m := Message{Kind: KindNotice, Title: "Remembered for this channel",
 		Footer: "Runs in this channel are given these facts. Forget removes one."}
+	var lines []string
 	for _, id := range it.Actions {
 		act, err := tx.Action(id)
 		if errors.Is(err, ErrNotFound) {
@@ -208,10 +209,14 @@ func memoryMessage(tx Tx, it OutboxItem) (Message, error) {
 		if err != nil {
 			return Message{}, err
 		}
-		m.Fields = append(m.Fields, Field{Name: fmt.Sprintf("%d. from %s, %s", len(m.Fields)+1, displayName(f.By), f.At.UTC().Format("2006-01-02")), Value: f.Text})
-		m.Buttons = append(m.Buttons, Button{ID: act.ID, Label: fmt.Sprintf("Forget %d", len(m.Buttons)+1), Style: StyleDanger})
+		// The facts are the text, not fields: every platform shows a notice's text, and a
+		// Discord notice has no fields.
+		n := len(m.Buttons) + 1
+		lines = append(lines, fmt.Sprintf("%d. %s (%s, %s)", n, f.Text, displayName(f.By), f.At.UTC().Format("2006-01-02")))
+		m.Buttons = append(m.Buttons, Button{ID: act.ID, Label: fmt.Sprintf("Forget %d", n), Style: StyleDanger})
 	}
-	if len(m.Fields) == 0 {
+	m.Text = strings.Join(lines, "\n")
+	if len(lines) == 0 {
 		m.Text = "Nothing is remembered for this channel any more."
 		m.Footer = ""
 	}

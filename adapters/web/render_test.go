@@ -107,7 +107,7 @@ func TestRenderMessageGolden(t *testing.T) {
 			Buttons: []bot.Button{{ID: "act-save-1", Label: "Save as playbook"}}}},
 		{"memory", bot.Message{
 			Kind: bot.KindNotice, Title: "Remembered for this channel",
-			Fields:  []bot.Field{{Name: "1. from ann, 2026-11-27", Value: "the staging database is db-stage-2"}, {Name: "2. from bob, 2026-11-27", Value: "deploys happen on tuesdays"}},
+			Text:    "1. the staging database is db-stage-2 (ann, 2026-11-27)\n2. deploys happen on tuesdays (bob, 2026-11-27)",
 			Buttons: []bot.Button{{ID: "act-forget-1", Label: "Forget 1", Style: bot.StyleDanger}, {ID: "act-forget-2", Label: "Forget 2", Style: bot.StyleDanger}},
 			Footer:  "Runs in this channel are given these facts. Forget removes one.",
 		}},
