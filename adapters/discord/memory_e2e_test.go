@@ -1,0 +1,49 @@
+package discord
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// Channel memory through the gateway: "@loopbot remember ..." is acknowledged in its thread,
+// "@loopbot memory" posts the facts with a Forget button each, and pressing Forget (the
+// button's ID round-tripped through Discord's custom_id) forgets the fact.
+func TestE2EChannelMemory(t *testing.T) {
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)})
+	e.start(t)
+	mention := "<@" + discordfake.BotID + "> "
+	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1300", discordfake.Channel, mention+"remember the staging database is db-stage-2", discordfake.BotID))
+	waitUntil(t, "the acknowledgement", func() bool { _, ok := e.answer("1300", "asked me to remember"); return ok })
+
+	e.f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1301", discordfake.Channel, mention+"memory", discordfake.BotID))
+	var list discordfake.Message
+	waitUntil(t, "the memory list", func() bool {
+		var ok bool
+		list, ok = e.answer("1301", "Remembered for this channel")
+		return ok
+	})
+	if c, _ := list.Payload["content"].(string); !strings.Contains(c, "1. the staging database is db-stage-2") {
+		t.Fatalf("memory list %q does not show the fact", c)
+	}
+	forget := buttonIDs(list)["Forget 1"]
+	if forget == "" {
+		t.Fatalf("memory list without a Forget button: %+v", list.Payload)
+	}
+	e.click(t, "1301", list.ID, forget, discordfake.UserID)
+	waitUntil(t, "the fact forgotten", func() bool {
+		var n int
+		err := e.db.View(context.Background(), func(tx bot.Tx) error {
+			facts, err := tx.Memory("discord/" + discordfake.GuildID + "/" + discordfake.Channel)
+			n = len(facts)
+			return err
+		})
+		return err == nil && n == 0
+	})
+	waitUntil(t, "the thread told", func() bool { _, ok := e.answer("1301", "made loopbot forget"); return ok })
+}
