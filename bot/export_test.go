@@ -14,3 +14,6 @@ const (
 
 // ParseArgs exposes parseArgs to the fuzz target.
 var ParseArgs = parseArgs
+
+// DraftPlaybook exposes draftPlaybook to the fuzz target.
+var DraftPlaybook = draftPlaybook

@@ -45,7 +45,12 @@ func draftPlaybook(name string, st *agent.State) ([]byte, error) {
 	front := draftFront{Name: name, Description: clip(desc, maxDescription-40), Tools: []string{}}
 	for _, it := range st.Plan {
 		if len(front.Steps) < maxPlaybookSteps {
-			front.Steps = append(front.Steps, clip(literal(it.Step), maxStepBytes))
+			// One line a step: a checklist item needs no more, and YAML's emitter writes a
+			// step that starts with a line break in a form its own parser refuses.
+			step := strings.Join(strings.Fields(literal(it.Step)), " ")
+			if step != "" {
+				front.Steps = append(front.Steps, clip(step, maxStepBytes))
+			}
 		}
 	}
 	for _, c := range st.Calls {

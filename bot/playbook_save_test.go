@@ -3,9 +3,12 @@ package bot_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
@@ -80,5 +83,42 @@ func TestSaveAsPlaybook(t *testing.T) {
 		r := h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, Thread: other, User: ann, Text: "run issue-summary"})
 		h.settle()
 		h.wantStatus(r.RunID, agent.StatusCompleted)
+	})
+}
+
+// toolNameRE is what a model provider accepts as a tool's name.
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// FuzzDraftPlaybook: a draft written from any run's goal and plan parses as a playbook, so
+// an approver can always activate what Save as playbook wrote.
+func FuzzDraftPlaybook(f *testing.F) {
+	f.Add("summarise the open issues", "List them", "fetch")
+	f.Add("---\nname: evil\n---\n{{x}}", "step {{y}}", "shell")
+	f.Add("a: b\n- c", "\"quoted\" 'step'", "")
+	f.Fuzz(func(t *testing.T, goal, step, toolName string) {
+		if strings.TrimSpace(goal) == "" || !utf8.ValidString(goal) || !utf8.ValidString(step) || !utf8.ValidString(toolName) {
+			t.Skip()
+		}
+		st := agent.NewState("r1", goal, nil, time.Time{})
+		if strings.TrimSpace(step) != "" {
+			st.Plan = []agent.PlanItem{{Step: step, Status: agent.PlanDone}}
+		}
+		if toolName != "" {
+			if !toolNameRE.MatchString(toolName) {
+				t.Skip() // tool names are what the agent's registry holds
+			}
+			st.Calls = []agent.CallRecord{{ID: "c1", Name: toolName, Status: agent.CallSucceeded}}
+		}
+		text, err := bot.DraftPlaybook("draft-r1", st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := bot.ParsePlaybook("drafts/draft-r1.md", text, []string{toolName})
+		if err != nil {
+			t.Fatalf("the draft does not parse: %v\n%s", err, text)
+		}
+		if pb.Name != "draft-r1" {
+			t.Fatalf("draft named %q", pb.Name)
+		}
 	})
 }
