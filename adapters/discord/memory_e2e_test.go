@@ -2,6 +2,9 @@ package discord
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,4 +49,32 @@ func TestE2EChannelMemory(t *testing.T) {
 		return err == nil && n == 0
 	})
 	waitUntil(t, "the thread told", func() bool { _, ok := e.answer("1301", "made loopbot forget"); return ok })
+}
+
+// /loopbot goal:playbooks answers the caller alone with the real bot's list: an ephemeral
+// deferral edited with the list, and no thread opened for it.
+func TestE2EPlaybooksList(t *testing.T) {
+	dir := t.TempDir()
+	pb := "---\nname: deploy-check\ndescription: Check the last deploy\ntools: [deploy]\n---\nCheck it.\n"
+	if err := os.WriteFile(filepath.Join(dir, "deploy-check.md"), []byte(pb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond), Playbooks: bot.PlaybookConfig{Dir: dir}})
+	e.start(t)
+	id, token := e.f.Interaction()
+	e.f.Dispatch(t, "INTERACTION_CREATE", discordfake.SlashPayload(id, token, discordfake.Channel, "", "loopbot", discordfake.GoalOption("playbooks")))
+	reqs := e.f.WaitFor(t, "the list", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "PATCH", "/api/v9/webhooks/"+discordfake.AppID+"/"+token+"/messages/@original")) == 1
+	})
+	cb := discordfake.Find(reqs, "POST", "/api/v9/interactions/*/*/callback")[0]
+	if data, _ := cb.Body["data"].(map[string]any); data["flags"] != float64(64) {
+		t.Errorf("deferral %+v, want ephemeral", cb.Body)
+	}
+	edit := discordfake.Find(reqs, "PATCH", "/api/v9/webhooks/*/*/messages/@original")[0]
+	if c := fmt.Sprint(edit.Body["content"]); !strings.Contains(c, "deploy-check: Check the last deploy") {
+		t.Errorf("list %q", c)
+	}
+	if len(discordfake.Find(reqs, "POST", "/api/v9/channels/*/messages/*/threads")) != 0 {
+		t.Error("the list opened a thread")
+	}
 }
