@@ -17,3 +17,9 @@ var ParseArgs = parseArgs
 
 // DraftPlaybook exposes draftPlaybook to the fuzz target.
 var DraftPlaybook = draftPlaybook
+
+// Releasable exposes how much of a text still being written may be streamed.
+func Releasable(r *Redactor, s string) int { return r.releasable(s) }
+
+// StreamEvery is the least time between two appends to one stream.
+const StreamEvery = streamEvery

@@ -32,11 +32,6 @@ type MemoryFact struct {
 	RunID string `json:"run_id,omitempty"`
 }
 
-// ChannelKey names the channel of a thread: memory is the channel's, not one thread's.
-func ChannelKey(t ThreadRef) string {
-	return t.Platform + "/" + t.Workspace + "/" + t.Channel
-}
-
 // MemoryConfig bounds what a channel may keep. Zero fields take their defaults.
 type MemoryConfig struct {
 	// MaxFacts is how many facts one channel keeps; a new fact beyond it is refused.

@@ -34,6 +34,7 @@ type records struct {
 	newID  func() string
 	expiry time.Duration // how long an approval request waits
 	log    *slog.Logger
+	level  agent.Level // the autonomy level of channels nobody set one for
 	// savePlaybooks gives a completed run's answer a Save as playbook button.
 	savePlaybooks bool
 }
@@ -116,7 +117,6 @@ func (r *records) refreshCards(tx Tx) error {
 // newRun stores a queued run of goal in conv's thread, with the thread's earlier goals and
 // answers as history, and makes it the thread's active run. The caller stores conv.
 func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string, earlier []HistoryMessage) (*RunRecord, error) {
-	var err error
 	history := threadHistory(earlier)
 	for _, id := range conv.Runs {
 		prev, err := tx.Run(id)
@@ -139,6 +139,11 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
+	level, err := channelLevel(tx, conv.Thread, r.level)
+	if err != nil {
+		return nil, err
+	}
+	rec.State.Autonomy = level
 	if rec.State.Pinned, err = pinnedFacts(tx, conv.Thread); err != nil {
 		return nil, fmt.Errorf("load the channel's memory: %w", err)
 	}

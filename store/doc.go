@@ -27,6 +27,7 @@
 //	outbox          item key -> bot.OutboxItem
 //	meta            "schema_version" -> 3
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
+//	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)
 //	memory          channel key + NUL + fact ID -> bot.MemoryFact (a channel's memory)
 //
 // A run's agent state grows with every step, to tens of kilobytes, and encoding/json reads
@@ -41,7 +42,9 @@
 // kept in run_items, one record each (runitems.go). PutRun writes only the elements whose
 // encoding differs from the stored one, so a checkpoint writes what the step added, not the
 // whole conversation again: the bytes a run's checkpoints write grow with its length, not
-// with its square.
+// with its square. RunBrief, which the dispatcher renders cards from, does not read the
+// messages at all, and PutRunHead, which saves a card's reference, rewrites the run's
+// record and head without its state's lists.
 //
 // # Damage
 //
