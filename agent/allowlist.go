@@ -38,3 +38,13 @@ func (r *runner) notAllowed(name string) string {
 
 // ToolNames lists the names of the agent's tools, control tools included, sorted.
 func (a *Agent) ToolNames() []string { return a.toolNames() }
+
+// ceiling is l, or the run's playbook level when that asks more (State.PlaybookLevel): a
+// playbook may make its runs more careful than their channel, never bolder.
+func (r *runner) ceiling(l Level) Level {
+	c := r.st.PlaybookLevel
+	if validLevel(c) && slices.Index(Levels, c) < slices.Index(Levels, l) {
+		return c
+	}
+	return l
+}

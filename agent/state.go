@@ -234,6 +234,9 @@ type State struct {
 	// and the channel's new level once an approver changes it. Empty means the configured
 	// default.
 	Autonomy Level `json:"autonomy,omitempty"`
+	// PlaybookLevel is the autonomy level the run's playbook asks for; the run works at it
+	// when it is more careful than Autonomy, never when bolder (allowlist.go).
+	PlaybookLevel Level `json:"playbook_level,omitempty"`
 	// Momentum is the window of the run's latest call outcomes (momentum.go).
 	Momentum Momentum `json:"momentum,omitzero"`
 

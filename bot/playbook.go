@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/loopbot/loopbot/agent"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -52,8 +53,8 @@ type Playbook struct {
 	Steps       []string
 	// Tools is the allowlist; nil allows every tool.
 	Tools []string
-	// Autonomy is the level the playbook asks for (careful, balanced or bold), recorded with
-	// the run it starts; empty leaves the channel's.
+	// Autonomy is the level the playbook asks for (careful, balanced or bold): its runs work
+	// at it or at their channel's, whichever asks more; empty leaves the channel's.
 	Autonomy string
 	Body     string
 	// File is the path it was read from.
@@ -91,9 +92,6 @@ var (
 	placeholder  = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 	yamlLine     = regexp.MustCompile(`line (\d+)`)
 )
-
-// autonomyLevels are the levels a playbook may name.
-var autonomyLevels = []string{"careful", "balanced", "bold"}
 
 // playbookError is a problem with a playbook file, at a line of it when known.
 type playbookError struct {
@@ -174,8 +172,8 @@ func ParsePlaybook(file string, data []byte, tools []string) (*Playbook, error) 
 		return fail(line("parameters", -1), "at most %d parameters", maxPlaybookParams)
 	case len(fm.Steps) > maxPlaybookSteps:
 		return fail(line("steps", -1), "at most %d steps", maxPlaybookSteps)
-	case fm.Autonomy != "" && !slices.Contains(autonomyLevels, fm.Autonomy):
-		return fail(line("autonomy", -1), "autonomy %q: want %s", fm.Autonomy, strings.Join(autonomyLevels, ", "))
+	case fm.Autonomy != "" && !slices.Contains(agent.Levels, agent.Level(fm.Autonomy)):
+		return fail(line("autonomy", -1), "autonomy %q: want careful, balanced or bold", fm.Autonomy)
 	case strings.TrimSpace(body) == "" && len(fm.Steps) == 0:
 		return fail(bodyLine, "the playbook says nothing to do: write its instructions below the front matter, or steps")
 	}

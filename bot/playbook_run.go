@@ -238,6 +238,7 @@ func (b *Bot) runPlaybook(ctx context.Context, ev Event, arg string) (Result, er
 		rec.Playbook = pb.Name
 		rec.State.Plan = plan
 		rec.State.AllowedTools = pb.Tools
+		rec.State.PlaybookLevel = agent.Level(pb.Autonomy)
 		if err := tx.PutRun(rec); err != nil {
 			return err
 		}
@@ -247,7 +248,7 @@ func (b *Bot) runPlaybook(ctx context.Context, ev Event, arg string) (Result, er
 			text += " It may use only: " + strings.Join(append([]string{"its plan", "questions to you"}, pb.Tools...), ", ") + "."
 		}
 		if pb.Autonomy != "" {
-			text += " The playbook asks for autonomy " + pb.Autonomy + "."
+			text += " It works at autonomy " + pb.Autonomy + " or the channel's level, whichever asks more."
 		}
 		if err := b.recs.put(tx, conv.Thread, b.clock.stamp(), noticeItem(rec.ID, b.newID(), text)); err != nil {
 			return err

@@ -86,7 +86,7 @@ func TestPlaybookRunSeedsPlanAndTools(t *testing.T) {
 			t.Fatal("the model was not told the shell call was refused")
 		}
 		rec := h.run(res.RunID)
-		if rec.Playbook != "deploy-check" || !strings.Contains(h.plat.allText(), "Playbook deploy-check started by ann. It may use only: its plan, questions to you, fetch.") {
+		if rec.Playbook != "deploy-check" || !strings.Contains(h.plat.allText(), "Playbook deploy-check started by ann. It may use only: its plan, questions to you, fetch. It works at autonomy careful or the channel's level, whichever asks more.") {
 			t.Fatalf("the run does not say it is the playbook's: %q\n%s", rec.Playbook, h.plat.allText())
 		}
 	})
@@ -256,5 +256,29 @@ func FuzzParseArgs(f *testing.F) {
 				t.Fatalf("key %q from %q", k, s)
 			}
 		}
+	})
+}
+
+// A playbook that asks for careful makes a write in a balanced channel wait for an approval.
+func TestPlaybookLevelMakesRunsCareful(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		dir := t.TempDir()
+		writePlaybook(t, dir, "tidy", "---\nname: tidy\ndescription: Tidy the workspace\ntools: [write]\nautonomy: careful\n---\nTidy up.\n")
+		write := &tool{name: "write", risk: agent.RiskCautious, out: "written"}
+		h := newHarness(t, bot.Config{Playbooks: bot.PlaybookConfig{Dir: dir}}, write)
+		h.model.add(use("write", `{"q":"a"}`), say("tidied"))
+		res := h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, User: ann, Text: "run tidy"})
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		if write.calls.Load() != 0 {
+			t.Fatal("the write ran without an approval")
+		}
+		// The same call outside the playbook runs unasked in a balanced channel.
+		h.model.add(use("write", `{"q":"b"}`), say("written"))
+		other := thread
+		other.Thread = "T2"
+		plain := h.event(bot.Event{Kind: bot.EventMention, Thread: other, User: ann, Text: "write it"})
+		h.settle()
+		h.wantStatus(plain.RunID, agent.StatusCompleted)
 	})
 }
