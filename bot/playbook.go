@@ -330,16 +330,23 @@ func LoadPlaybooks(dir string, tools []string) ([]*Playbook, []error) {
 }
 
 // readPlaybook reads and parses one file; a file over the limit is read only far enough to
-// tell.
+// tell. Errors name the file without its directory: they are shown in chat, where the
+// server's paths are nobody's business, and the directory is the configured one.
 func readPlaybook(path string, tools []string) (*Playbook, error) {
+	name := filepath.Base(path)
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &playbookError{file: path, msg: "cannot be read", err: err}
+		return nil, &playbookError{file: name, msg: "cannot be read", err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxPlaybookBytes+1))
 	if err != nil {
-		return nil, &playbookError{file: path, msg: "cannot be read", err: err}
+		return nil, &playbookError{file: name, msg: "cannot be read", err: err}
 	}
-	return ParsePlaybook(path, data, tools)
+	pb, err := ParsePlaybook(name, data, tools)
+	if err != nil {
+		return nil, err
+	}
+	pb.File = path
+	return pb, nil
 }

@@ -166,11 +166,14 @@ func TestPlaybooksList(t *testing.T) {
 		res := h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, User: ann, Text: "playbooks"})
 		for _, want := range []string{
 			"• deploy-check: Check that a service's last deploy is healthy · parameters: service (required), env=\"staging\" · tools: fetch · autonomy: careful",
-			"Not a valid playbook: " + filepath.Join(dir, "broken.md") + `:4: tool "teleport": loopbot has no such tool`,
+			`Not a valid playbook: broken.md:4: tool "teleport": loopbot has no such tool`,
 		} {
 			if !strings.Contains(res.Notice, want) {
 				t.Errorf("list = %q, want %q", res.Notice, want)
 			}
+		}
+		if strings.Contains(res.Notice, dir) {
+			t.Errorf("the list shows the server's directory: %q", res.Notice)
 		}
 		h2 := newHarness(t, bot.Config{})
 		if res := h2.mention(ann, "playbooks"); !strings.Contains(res.Notice, "No playbooks are configured") {

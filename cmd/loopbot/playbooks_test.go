@@ -26,7 +26,7 @@ func TestCheckListsPlaybooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = checkOutput(t, nil, "-config", cfg)
-	if err == nil || !strings.Contains(out, filepath.Join(dir, "bad.md")+":5: step 1 uses {{nothing}}") {
+	if err == nil || !strings.Contains(out, "Not a valid playbook: bad.md:5: step 1 uses {{nothing}}") {
 		t.Fatalf("check with an invalid playbook: %v\n%s", err, out)
 	}
 }
