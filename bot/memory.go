@@ -170,12 +170,14 @@ func (b *Bot) memoryCommand(ctx context.Context, ev Event) (Result, error) {
 		var items []OutboxItem
 		for page := range slices.Chunk(facts, memoryPage) {
 			it := memoryItem(b.newID())
-			for _, f := range page {
-				act := &Action{ID: b.newID(), Kind: ActionForget, Channel: f.Channel, Fact: f.ID}
+			for range page {
+				it.Actions = append(it.Actions, b.newID())
+			}
+			for i, f := range page {
+				act := &Action{ID: it.Actions[i], Kind: ActionForget, Channel: f.Channel, Fact: f.ID, Listing: it.Key, Siblings: it.Actions}
 				if err := tx.PutAction(act); err != nil {
 					return err
 				}
-				it.Actions = append(it.Actions, act.ID)
 			}
 			items = append(items, it)
 		}
@@ -247,7 +249,12 @@ func (b *Bot) forget(ctx context.Context, who User, from ThreadRef, act *Action)
 		}
 		res.Notice = noticeForgotten
 		text := fmt.Sprintf("%s made loopbot forget: %q.", displayName(who), f.Text)
-		return b.recs.put(tx, from, b.clock.stamp(), noticeItem("", b.newID(), text))
+		items := []OutboxItem{noticeItem("", b.newID(), text)}
+		if act.Listing != "" {
+			// The list it was on is edited, so it no longer shows the fact.
+			items = append(items, OutboxItem{Key: act.Listing, Kind: OutboxMemory, Actions: act.Siblings})
+		}
+		return b.recs.put(tx, from, b.clock.stamp(), items...)
 	})
 	return res, err
 }
@@ -340,4 +347,36 @@ func approvedBy(tx Tx, inv agent.Invocation) (User, error) {
 		}
 	}
 	return User{}, errors.New("the call has no approval")
+}
+
+// memoryCard is the memory list an item edits, once its first post is known: it is kept on
+// the list's first button.
+func memoryCard(tx Tx, it OutboxItem) (MessageRef, error) {
+	if len(it.Actions) == 0 {
+		return MessageRef{}, nil
+	}
+	act, err := tx.Action(it.Actions[0])
+	if errors.Is(err, ErrNotFound) {
+		return MessageRef{}, nil
+	}
+	if err != nil {
+		return MessageRef{}, err
+	}
+	return act.Card, nil
+}
+
+// saveMemoryCard keeps the reference of a posted memory list on its first button.
+func saveMemoryCard(tx Tx, it OutboxItem, ref MessageRef) error {
+	if len(it.Actions) == 0 {
+		return nil
+	}
+	act, err := tx.Action(it.Actions[0])
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	act.Card = ref
+	return tx.PutAction(act)
 }

@@ -148,6 +148,21 @@ func TestMemoryListAndForget(t *testing.T) {
 		if n := len(h.memoryOf(thread)); n != 0 {
 			t.Fatalf("%d facts left, want none", n)
 		}
+		// The list was edited in place as facts were forgotten.
+		var listID string
+		posts := 0
+		for _, o := range h.plat.sent(bot.KindNotice) {
+			if o.kind == "post" && o.msg.Title == "Remembered for this channel" {
+				listID = o.ref.ID
+				posts++
+			}
+		}
+		if posts != 1 {
+			t.Fatalf("the list was posted %d times, want once and edited", posts)
+		}
+		if now := h.plat.shown(listID); len(now.Buttons) != 0 || !strings.Contains(now.Text, "Nothing is remembered") {
+			t.Fatalf("the list after forgetting both facts shows %+v", now)
+		}
 		h.model.add(say("ok"))
 		h.mention(ann, "when do we deploy?")
 		h.settle()

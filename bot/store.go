@@ -213,9 +213,14 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
-	// Channel and Fact name the memory fact of a Forget button.
-	Channel string `json:"channel,omitempty"`
-	Fact    string `json:"fact,omitempty"`
+	// Channel and Fact name the memory fact of a Forget button; Listing is the outbox key of
+	// the memory list it is on, Siblings the IDs of all that list's buttons, and Card the
+	// list once posted, so that a Forget edits the list in place.
+	Channel  string     `json:"channel,omitempty"`
+	Fact     string     `json:"fact,omitempty"`
+	Listing  string     `json:"listing,omitempty"`
+	Siblings []string   `json:"siblings,omitempty"`
+	Card     MessageRef `json:"card,omitzero"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
