@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
+		{"Memory", testMemory},
 		{"ClaimRuns", testClaimRuns},
 		{"Fencing", testFencing},
 		{"LeaseExpiry", testLeaseExpiry},
