@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
