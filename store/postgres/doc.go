@@ -11,11 +11,13 @@
 //	runs        seq (creation order), id, status, thread, head (no state), data (the
 //	            record, its state without messages and calls)
 //	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
-//	records     bucket + key -> data: conversations, actions, and small record types to come
+//	records     bucket + key -> data: conversations, actions, channel_autonomy, a
+//	            "memory:<channel>" bucket per channel, and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data
 //	outbox      key -> data
 //	events      id, expires_ns
+//	run_leases  run_id, owner, epoch, expires_ns (lease.go)
 //	quarantine  records that did not decode (quarantine.go)
 //	schema_migrations  the migrations that ran (migrate.go)
 //
