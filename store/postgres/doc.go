@@ -54,6 +54,9 @@
 //     counterpart: PostgreSQL keeps its pages whole (WAL, checksums where enabled) and
 //     reclaims space itself (autovacuum). Check here verifies the schema version and that
 //     every record decodes.
+//   - Keys and the columns queries use are PostgreSQL text: one that holds a NUL byte or
+//     is not UTF-8 (an event ID, a run ID, a key of the outbox) is refused with an error,
+//     where bbolt takes any bytes. The records themselves are bytes, and hold anything.
 //   - The context is honoured during a transaction too: a cancelled context ends the
 //     statement that runs, and the transaction rolls back.
 //   - Do not call Update or View from inside another's function: the pool may have no
