@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"Dedupe", testDedupe},
 		{"DedupeAfterReopen", testDedupeReopen},
 		{"DedupeInTransaction", testDedupeInTx},
+		{"DedupeRace", testDedupeRace},
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
