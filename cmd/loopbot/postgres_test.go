@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +60,7 @@ func TestDemoOnPostgres(t *testing.T) {
 	if body := get(t, "http://"+d.m.srv.adminAddr+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %q", body)
 	}
+	cfg := d.m.Config
 	d.close()
 	logs += d.logs.String()
 	if strings.Contains(logs, pw) {
@@ -72,6 +76,12 @@ func TestDemoOnPostgres(t *testing.T) {
 	}
 	defer db.Close()
 	checkDemoRun(t, db)
+	// `loopbot runs` reads the database while replicas could be running, and lists the run.
+	var out bytes.Buffer
+	m := &Main{Config: cfg, Stdout: &out, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
+	if err := m.runs(t.Context()); err != nil || !strings.Contains(out.String(), "completed") {
+		t.Errorf("loopbot runs = %v:\n%s", err, out.String())
+	}
 	if err := db.Check(t.Context()); err != nil {
 		t.Errorf("database check: %v", err)
 	}
