@@ -23,6 +23,9 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Grants returns the grants of the run's channel (grant.go), read once a step; nil
+	// means the channel has none.
+	Grants func(ctx context.Context) ([]Grant, error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -277,6 +280,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	for _, c := range st.Calls {
 		seen[c.ID] = true
 	}
+	grants := r.channelGrants(wctx)
 	for i := range msg.ToolCalls {
 		tc := &msg.ToolCalls[i]
 		if tc.ID == "" || seen[tc.ID] {
@@ -295,7 +299,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 				Error: fmt.Sprintf("the arguments of %s were %d bytes, over the limit of %d; send smaller arguments (write large content in parts)", tc.Name, n, r.a.cfg.MaxArgBytes)})
 			continue
 		}
-		st.Calls = append(st.Calls, r.assess(*tc))
+		st.Calls = append(st.Calls, r.assess(*tc, grants))
 	}
 	st.Messages = append(st.Messages, msg)
 	if r.onlyIdempotentReady() {
@@ -336,7 +340,7 @@ func (r *runner) emptyReply(ctx context.Context) error {
 
 // assess turns one tool call of the model into a record: invalid calls are answered at once,
 // the rest are ready to run or wait for a person.
-func (r *runner) assess(tc ToolCall) CallRecord {
+func (r *runner) assess(tc ToolCall, grants []Grant) CallRecord {
 	st := r.st
 	rec := CallRecord{
 		ID:        tc.ID,
@@ -372,6 +376,7 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	if as.Risk < RiskSafe || as.Risk > RiskDangerous {
 		as.Risk = RiskConfirm
 	}
+	held := r.flowHolds(as)
 	as, refuse := r.guardFlow(tc, as)
 	if refuse != "" {
 		return invalid("%s", refuse)
@@ -390,6 +395,7 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	default:
 		rec.Status = CallReady
 	}
+	r.applyGrant(&rec, rawArgs(tc.Arguments), held, grants)
 	return rec
 }
 

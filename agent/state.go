@@ -127,6 +127,11 @@ type CallRecord struct {
 	Reported bool `json:"reported,omitempty"`
 	// Reads is the outside source the call brings in (Assessment.Reads).
 	Reads string `json:"reads,omitempty"`
+	// GrantPattern is the argument pattern an "Always allow here" of this call would grant
+	// (grant.go); empty when the call can only be approved for once or for the run.
+	GrantPattern string `json:"grant_pattern,omitempty"`
+	// GrantedBy names the grant that let the call run without asking.
+	GrantedBy *GrantUse `json:"granted_by,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.
@@ -220,6 +225,9 @@ type State struct {
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`
+
+	// Grants are the run's "Approve for this run" grants (grant.go).
+	Grants []Grant `json:"grants,omitempty"`
 
 	Pause  *Pause `json:"pause,omitempty"`
 	Answer string `json:"answer,omitempty"`
