@@ -69,7 +69,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel && ev.Command != CommandGrants))
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
@@ -95,6 +95,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.status(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandCancel:
 		res, err = b.cancelThread(ctx, ev)
+	case ev.Kind == EventCommand && ev.Command == CommandGrants:
+		res, err = b.listGrants(ctx, ev)
 	default:
 		res, err = b.start(ctx, ev)
 	}
@@ -356,8 +358,10 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return Result{}, err
 	}
 	switch act.Kind {
-	case ActionApprove, ActionReject:
-		return b.decide(ctx, ev.User, ev.Thread, act)
+	case ActionApprove, ActionReject, ActionApproveRun, ActionApproveAlways, ActionRejectStop:
+		return b.decide(ctx, ev.User, ev.Thread, act, clipReason(ev.Text))
+	case ActionRevoke:
+		return b.revoke(ctx, ev.User, ev.Thread, act)
 	case ActionCancel, ActionStop:
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
@@ -398,10 +402,12 @@ func (b *Bot) resume(ctx context.Context, who User, from ThreadRef, act *Action)
 
 // decide applies an Approve or Reject click from thread from. Everything is checked and
 // changed in one transaction, so of two clicks racing only one finds the approval pending.
-func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action) (Result, error) {
-	v := verdict{outcome: ApprovalRejected, by: who}
-	if act.Kind == ActionApprove {
+func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action, reason string) (Result, error) {
+	v := verdict{outcome: ApprovalRejected, by: who, grant: grantScope(act.Kind), stop: act.Kind == ActionRejectStop}
+	if act.Kind == ActionApprove || v.grant != "" {
 		v.outcome = ApprovalApproved
+	} else {
+		v.reason = reason
 	}
 	res := Result{RunID: act.RunID}
 	var decided *Approval
@@ -421,6 +427,17 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 			res.Notice = msg
 			return nil
 		}
+		if v.stop {
+			if msg := b.cfg.Policy.refuseStop(ap, who); msg != "" {
+				res.Notice = msg
+				return nil
+			}
+		}
+		if msg := b.cfg.Policy.refuseGrant(ap, who, v.grant); msg != "" {
+			b.log.Warn("grant refused", "approval", ap.ID, "user", who.ID, "scope", v.grant, "risk", ap.Risk)
+			res.Notice = msg
+			return nil
+		}
 		ok, err := b.recs.settle(tx, ap, v, now)
 		if err != nil {
 			return err
@@ -430,6 +447,9 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 			return nil
 		}
 		decided = ap
+		if v.stop {
+			return b.recs.rejectStop(tx, ap, who, v.reason, now)
+		}
 		return nil
 	})
 	if err == nil && decided != nil {

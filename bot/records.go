@@ -198,6 +198,9 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 		}
 		old = stored.State
 	}
+	if err := r.auditGrantUses(tx, st); err != nil {
+		return err
+	}
 	prev := rec.Status
 	rec.State = st
 	deriveStatus(rec)
@@ -359,6 +362,9 @@ func (r *records) requestApproval(tx Tx, rec *RunRecord, c agent.CallRecord, now
 		CreatedAt:     now,
 		ExpiresAt:     now.Add(r.expiry),
 	}
+	if err := r.grantActions(tx, ap, c); err != nil {
+		return nil, err
+	}
 	if err := tx.PutApproval(ap); err != nil {
 		return nil, err
 	}
@@ -376,6 +382,10 @@ type verdict struct {
 	outcome ApprovalStatus
 	by      User
 	reason  string
+	// grant is the grant an approval makes besides (grants.go); stop ends the run after a
+	// rejection.
+	grant agent.GrantScope
+	stop  bool
 }
 
 // byPerson reports whether a person decided, as opposed to the approval expiring.
@@ -406,6 +416,9 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		return false, nil
 	}
 	prev := rec.Status
+	if err := r.grant(tx, rec, ap, rec.State.Call(ap.CallID), v, now); err != nil {
+		return false, err
+	}
 	d := agent.Decision{Approved: v.outcome == ApprovalApproved, By: displayName(v.by), Reason: v.reason, At: now}
 	decided := true
 	if err := rec.State.Decide(ap.CallID, d); err != nil {
@@ -424,7 +437,7 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		return false, err
 	}
 	if err := tx.AppendAudit(AuditEntry{At: now, Actor: v.by, Action: auditActions[v.outcome], RunID: ap.RunID,
-		ApprovalID: ap.ID, CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash}); err != nil {
+		ApprovalID: ap.ID, CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash, Detail: v.reason}); err != nil {
 		return false, err
 	}
 	if err := r.put(tx, ap.Thread, now, approvalCardItem(ap)); err != nil {

@@ -19,8 +19,15 @@ const maxArgsShown = 2800
 // that waited shows the latest state. It reads the store only through tx and does no I/O of
 // its own, so it can run again inside a transaction to see whether what was sent is current.
 func render(tx Tx, it OutboxItem) (Message, error) {
-	if it.Kind == OutboxNotice {
+	switch it.Kind {
+	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxGrants:
+		gs, err := tx.Grants(it.Text)
+		if err != nil {
+			return Message{}, fmt.Errorf("load grants of %s: %w", it.Text, err)
+		}
+		return grantsMessage(gs), nil
 	}
 	rec, err := tx.Run(it.RunID)
 	if err != nil {
@@ -119,18 +126,25 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 	switch ap.Status {
 	case ApprovalPending:
-		m.Text = "The run wants to call " + ap.Tool + ". Approve to run it once with exactly these arguments."
-		approve := Button{ID: ap.ApproveAction, Label: "Approve", Style: StylePrimary}
-		if ap.Risk >= agent.RiskDangerous {
-			approve.Confirm = "This call is dangerous. Run " + ap.Tool + " with these arguments?"
+		m.Text, m.Buttons = approvalChoices(ap)
+		if ap.Pattern != "" && ap.AlwaysAction != "" {
+			m.Fields = append(m.Fields, Field{Name: "Always allow here covers", Value: ap.Tool + " " + ap.Pattern, Code: true})
 		}
-		m.Buttons = []Button{approve, {ID: ap.RejectAction, Label: "Reject", Style: StyleDanger}}
 	case ApprovalApproved:
 		m.Title = ap.Tool + ": approved"
 		m.Text = "Approved by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+		switch ap.Granted {
+		case agent.GrantRun:
+			m.Text += " Later " + ap.Tool + " calls at risk " + ap.Risk.String() + " or lower run without asking in this run."
+		case agent.GrantChannel:
+			m.Text += " " + ap.Tool + " " + ap.Pattern + " is allowed in this channel until revoked (grants)."
+		}
 	case ApprovalRejected:
 		m.Title = ap.Tool + ": rejected"
 		m.Text = "Rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+		if ap.Reason != "" {
+			m.Text += " Reason: " + ap.Reason
+		}
 	case ApprovalExpired:
 		m.Title = ap.Tool + ": expired"
 		m.Text = "Expired: not approved within " + shortDuration(ap.ExpiresAt.Sub(ap.CreatedAt)) + "."

@@ -68,6 +68,13 @@ type Tx interface {
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)
 
+	// PutGrant stores a channel grant; Grant returns one by ID; Grants lists the grants of
+	// one channel (ThreadRef.ChannelKey), oldest first; DeleteGrant removes one (a revoke).
+	PutGrant(g *ChannelGrant) error
+	Grant(id string) (*ChannelGrant, error)
+	Grants(channel string) ([]*ChannelGrant, error)
+	DeleteGrant(id string) error
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error
@@ -155,6 +162,16 @@ type Approval struct {
 	Requester     User           `json:"requester"`
 	ApproveAction string         `json:"approve_action"`
 	RejectAction  string         `json:"reject_action"`
+	// The actions of the grant buttons and of Reject and stop; the grant buttons are
+	// empty for a dangerous call, which is approved once or not at all. Pattern is the
+	// argument pattern Always allow here grants, as the card shows it; empty when the call
+	// has none, and then there is no Always button.
+	RunGrantAction   string `json:"run_grant_action,omitempty"`
+	AlwaysAction     string `json:"always_action,omitempty"`
+	RejectStopAction string `json:"reject_stop_action,omitempty"`
+	Pattern          string `json:"pattern,omitempty"`
+	// Granted is the scope of the grant the approval made, if any.
+	Granted agent.GrantScope `json:"granted,omitempty"`
 	Status        ApprovalStatus `json:"status"`
 	DecidedBy     User           `json:"decided_by,omitzero"`
 	DecidedAt     time.Time      `json:"decided_at,omitzero"`
@@ -174,6 +191,16 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionApproveRun approves the call and grants its tool for the rest of the run;
+	// ActionApproveAlways approves it and grants the tool and the call's pattern in the
+	// channel (approvers only); ActionRejectStop rejects it and ends the run; ActionRevoke
+	// removes a channel grant (grants.go).
+	ActionApproveRun    ActionKind = "approve_run"
+	ActionApproveAlways ActionKind = "approve_always"
+	ActionRejectStop    ActionKind = "reject_stop"
+	ActionRevoke        ActionKind = "revoke"
+	// ActionPause asks a working run to pause at its next step boundary (pause.go).
+	ActionPause ActionKind = "pause"
 )
 
 // Action is what an opaque button ID stands for.
@@ -182,6 +209,8 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// GrantID is the channel grant a Revoke button removes.
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
@@ -209,6 +238,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxGrants       OutboxKind = "grants"        // post the grants of the channel Text names
 )
 
 // OutboxItem is a record of something to post, written in the same transaction as the state

@@ -56,7 +56,7 @@ var (
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketGrants,
 	}
 
 	metaSchemaVersion = []byte("schema_version")
