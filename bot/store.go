@@ -152,16 +152,16 @@ const (
 // Approval binds an approval request to exactly one tool call: the run, the call and the hash
 // of its arguments. Buttons carry only the opaque IDs of its actions.
 type Approval struct {
-	ID            string         `json:"id"`
-	RunID         string         `json:"run_id"`
-	CallID        string         `json:"call_id"`
-	Tool          string         `json:"tool"`
-	ArgsHash      string         `json:"args_hash"`
-	Risk          agent.Risk     `json:"risk"`
-	Thread        ThreadRef      `json:"thread"`
-	Requester     User           `json:"requester"`
-	ApproveAction string         `json:"approve_action"`
-	RejectAction  string         `json:"reject_action"`
+	ID            string     `json:"id"`
+	RunID         string     `json:"run_id"`
+	CallID        string     `json:"call_id"`
+	Tool          string     `json:"tool"`
+	ArgsHash      string     `json:"args_hash"`
+	Risk          agent.Risk `json:"risk"`
+	Thread        ThreadRef  `json:"thread"`
+	Requester     User       `json:"requester"`
+	ApproveAction string     `json:"approve_action"`
+	RejectAction  string     `json:"reject_action"`
 	// The actions of the grant buttons and of Reject and stop; the grant buttons are
 	// empty for a dangerous call, which is approved once or not at all. Pattern is the
 	// argument pattern Always allow here grants, as the card shows it; empty when the call
@@ -171,14 +171,14 @@ type Approval struct {
 	RejectStopAction string `json:"reject_stop_action,omitempty"`
 	Pattern          string `json:"pattern,omitempty"`
 	// Granted is the scope of the grant the approval made, if any.
-	Granted agent.GrantScope `json:"granted,omitempty"`
-	Status        ApprovalStatus `json:"status"`
-	DecidedBy     User           `json:"decided_by,omitzero"`
-	DecidedAt     time.Time      `json:"decided_at,omitzero"`
-	Reason        string         `json:"reason,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
-	ExpiresAt     time.Time      `json:"expires_at"`
-	Card          MessageRef     `json:"card,omitzero"`
+	Granted   agent.GrantScope `json:"granted,omitempty"`
+	Status    ApprovalStatus   `json:"status"`
+	DecidedBy User             `json:"decided_by,omitzero"`
+	DecidedAt time.Time        `json:"decided_at,omitzero"`
+	Reason    string           `json:"reason,omitempty"`
+	CreatedAt time.Time        `json:"created_at"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	Card      MessageRef       `json:"card,omitzero"`
 }
 
 // ActionKind is what a button does.
