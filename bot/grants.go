@@ -278,9 +278,9 @@ func approvalChoices(ap *Approval) (string, []Button) {
 		buttons = append(buttons, Button{ID: ap.AlwaysAction, Label: "Always allow here"})
 		text += " Always allow here (approvers only) lets " + ap.Tool + " " + ap.Pattern + " run in this channel until revoked."
 	}
-	buttons = append(buttons, Button{ID: ap.RejectAction, Label: "Reject", Style: StyleDanger, Reason: reasonLabel})
+	buttons = append(buttons, Button{ID: ap.RejectAction, Label: "Reject", Style: StyleDanger, Reason: ReasonLabel})
 	if ap.RejectStopAction != "" {
-		buttons = append(buttons, Button{ID: ap.RejectStopAction, Label: "Reject and stop", Style: StyleDanger, Reason: reasonLabel})
+		buttons = append(buttons, Button{ID: ap.RejectStopAction, Label: "Reject and stop", Style: StyleDanger, Reason: ReasonLabel})
 	}
 	return text, buttons
 }

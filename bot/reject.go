@@ -10,8 +10,9 @@ import (
 // cannot ask sends a plain Reject. Reject and stop rejects the call and then cancels the run,
 // with the reason in the audit log and the thread.
 
-// reasonLabel is the label of the reason field of the Reject buttons.
-const reasonLabel = "Why? (optional; the model reads this)"
+// ReasonLabel is the label of the reason field of the Reject buttons, which an adapter that
+// draws the field itself uses too.
+const ReasonLabel = "Why? (optional; the model reads this)"
 
 // rejectStop cancels the run of ap, whose call who has just rejected, in the transaction of
 // the rejection.
