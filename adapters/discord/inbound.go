@@ -59,6 +59,9 @@ func deferredResponse(in *interaction) *discordgo.InteractionResponse {
 	if in.ping {
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}
 	}
+	if in.modal != nil {
+		return in.modal.response()
+	}
 	if in.ev.Kind == bot.EventAction {
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}
 	}
@@ -102,6 +105,9 @@ func (a *Adapter) onInteraction(ctx context.Context, h bot.Handler, raw []byte) 
 // afterAck does an interaction's work once Discord has the deferred response: it opens the
 // run's thread if it needs one, hands the event to the bot, and answers the user.
 func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) {
+	if in.modal != nil {
+		return // the modal's submission is the click
+	}
 	ev := in.ev
 	if ev.Thread.Thread == "" {
 		if ev.Text == "" {

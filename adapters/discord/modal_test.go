@@ -1,0 +1,127 @@
+package discord
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/loopbot/loopbot/adapters/discord/discordfake"
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// TestDecodeModalSubmit reads the captured MODAL_SUBMIT of a reason modal into the click it
+// stands for, with the typed reason.
+func TestDecodeModalSubmit(t *testing.T) {
+	raw, err := os.ReadFile("testdata/modal_submit.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fx struct {
+		Interaction json.RawMessage `json:"interaction"`
+	}
+	if err := json.Unmarshal(raw, &fx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := decodeInteraction(fx.Interaction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := in.ev
+	if ev.Kind != bot.EventAction || ev.ActionID != "rej0ectid" || ev.Text != "Deploy to staging first, not prod." ||
+		ev.ID != "1095661440997806172" || ev.User.ID != "290483761559240704" || ev.Thread.Channel != "1016614538398937098" {
+		t.Fatalf("decoded %+v", ev)
+	}
+	if r := deferredResponse(in); r.Type != discordgo.InteractionResponseDeferredMessageUpdate {
+		t.Errorf("a submission is answered with %d, want a deferred update", r.Type)
+	}
+	// Another application's modal is not loopbot's.
+	other := discordfake.ModalSubmitPayload("1095661440997806173", "tok", "TH1", discordfake.Channel, "autoPings;add;match", "texts", "x", "U1")
+	b, _ := json.Marshal(other)
+	if _, err := decodeInteraction(b); err != errIgnored {
+		t.Errorf("another modal: err %v, want errIgnored", err)
+	}
+}
+
+// TestReasonButtonOpensModal: a click on a button drawn to ask for a reason is answered with
+// the modal (golden file), not handed to the bot; a plain button is a deferred update.
+func TestReasonButtonOpensModal(t *testing.T) {
+	parts := render(bot.Message{Kind: bot.KindApproval, Title: "Approve shell?", Buttons: []bot.Button{
+		{ID: "onceid", Label: "Approve once"}, {ID: "rejstopid", Label: "Reject and stop", Reason: bot.ReasonLabel}}})
+	row := parts[0].Components[0].(discordgo.ActionsRow)
+	ids := []string{row.Components[0].(discordgo.Button).CustomID, row.Components[1].(discordgo.Button).CustomID}
+	if ids[0] != "onceid" || ids[1] != "r:rejstopid" {
+		t.Fatalf("custom_ids %v", ids)
+	}
+	msg := map[string]any{"id": "M1", "channel_id": "TH1", "components": []any{map[string]any{"type": 1, "components": []any{
+		map[string]any{"type": 2, "style": 4, "label": "Reject and stop", "custom_id": "r:rejstopid"}}}}}
+	p := discordfake.ButtonPayload("1095661440997806174", "tok", "TH1", discordfake.Channel, "M1", "r:rejstopid", "U1")
+	p["message"] = msg
+	b, _ := json.Marshal(p)
+	in, err := decodeInteraction(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.ev.ActionID != "rejstopid" || in.modal == nil {
+		t.Fatalf("decoded %+v, modal %+v", in.ev, in.modal)
+	}
+	got, err := json.MarshalIndent(deferredResponse(in), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "reason_modal", append(got, '\n'))
+	p = discordfake.ButtonPayload("1095661440997806175", "tok", "TH1", discordfake.Channel, "M1", "onceid", "U1")
+	b, _ = json.Marshal(p)
+	if in, err := decodeInteraction(b); err != nil || in.modal != nil || deferredResponse(in).Type != discordgo.InteractionResponseDeferredMessageUpdate {
+		t.Fatalf("plain button: %+v, %v", in, err)
+	}
+}
+
+// TestE2ERejectWithReason: through the gateway, the real bot and store, Reject opens the
+// modal; its submission rejects the call with the reason, which reaches the model's next
+// request and the edited card.
+func TestE2ERejectWithReason(t *testing.T) {
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)}, approvalScript()...)
+	e.start(t)
+	thread, card := startApproval(t, e)
+	reject := buttonIDs(card)["Reject"]
+	if !strings.HasPrefix(reject, reasonPrefix) {
+		t.Fatalf("Reject is drawn as %q, not as a button that asks for a reason", reject)
+	}
+	token := e.click(t, thread, card.ID, reject, discordfake.UserID)
+	cb := e.f.WaitFor(t, "the modal", func(r []discordfake.Request) bool {
+		return len(discordfake.Find(r, "POST", "/api/v9/interactions/*/"+token+"/callback")) == 1
+	})
+	modal := discordfake.Find(cb, "POST", "/api/v9/interactions/*/"+token+"/callback")[0].Body
+	data, _ := modal["data"].(map[string]any)
+	if modal["type"] != float64(9) || data["custom_id"] != modalPrefix+strings.TrimPrefix(reject, reasonPrefix) {
+		t.Fatalf("click answered with %+v, want the reason modal", modal)
+	}
+	id, tok := e.f.Interaction()
+	e.f.Dispatch(t, "INTERACTION_CREATE", discordfake.ModalSubmitPayload(id, tok, thread, discordfake.Channel,
+		data["custom_id"].(string), reasonInput, "prod is frozen this week", discordfake.UserID))
+	waitUntil(t, "the decided card", func() bool {
+		m, _ := e.f.Message(card.ID)
+		return strings.Contains(description(m), "Reason: prod is frozen this week")
+	})
+	waitUntil(t, "the model's next request", func() bool { return len(e.llm.Requests()) == 2 })
+	if last := e.llm.Requests()[1].LastMessage(); !strings.Contains(last.Content, "prod is frozen this week") {
+		t.Fatalf("the model's next request ends with %+v, want the reason", last)
+	}
+	if e.tool.calls.Load() != 0 {
+		t.Fatal("the rejected call ran")
+	}
+}
+
+// TestGrantsCommand: /loopbot-grants asks for the channel's grants, answered privately.
+func TestGrantsCommand(t *testing.T) {
+	b, _ := json.Marshal(discordfake.SlashPayload("1095661440997806176", "tok", "TH1", discordfake.Channel, cmdGrants))
+	in, err := decodeInteraction(b)
+	if err != nil || in.ev.Kind != bot.EventCommand || in.ev.Command != bot.CommandGrants || !in.private || in.ev.Thread.Thread != "TH1" {
+		t.Fatalf("decoded %+v, %v", in, err)
+	}
+}
