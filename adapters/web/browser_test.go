@@ -411,6 +411,32 @@ func TestBrowserReject(t *testing.T) {
 	noScriptRan(t, ctx)
 }
 
+// TestBrowserRejectWithReason types a reason in the approval card's field and presses
+// Reject: the reason reaches the model with the rejection and the decided card shows it.
+func TestBrowserRejectWithReason(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{}, web.Config{})
+	err := chromedp.Do(ctx,
+		startGoal(url, "", "you"),
+		chromedp.SendKeys(chromedp.CSS("#messages .msg-approval input.reason"), "prod is frozen <b>this</b> week"),
+		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
+		textIn("#messages .msg-approval", "Reason: prod is frozen <b>this</b> week"),
+		textIn("#messages .msg-answer", "the call was rejected"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if n := tool.count(); n != 0 {
+		t.Errorf("deploy ran %d times after a rejection", n)
+	}
+	if reqs := model.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].LastMessage().Content, "prod is frozen <b>this</b> week") {
+		t.Errorf("the model's next request lacks the reason: %+v", reqs)
+	}
+	noScriptRan(t, ctx)
+}
+
 // TestBrowserRestart restarts loopbot while an approval is pending. The new process's
 // console knows no thread, so the page's stream is refused with a 404 until the bot starts
 // and re-sends the pending cards; the page must retry by itself, show the approval card
