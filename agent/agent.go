@@ -26,6 +26,9 @@ type Hooks struct {
 	// Grants returns the grants of the run's channel (grant.go), read once a step; nil
 	// means the channel has none.
 	Grants func(ctx context.Context) ([]Grant, error)
+	// Hold returns who asked the run to pause, or "" when nobody did (pause.go); it is
+	// asked at every step boundary. nil means nobody can pause the run.
+	Hold func(ctx context.Context) (by string, err error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -168,6 +171,9 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if reason := r.overBudget(); reason != "" {
 			return r.exhausted(ctx, reason)
+		}
+		if held, err := r.holdRequested(ctx, wctx); held || err != nil {
+			return err
 		}
 		r.steer(wctx)
 		if reason := r.nearBudget(); reason != "" {

@@ -361,9 +361,13 @@ func (st *State) Respond(text, from string) error {
 		if st.Pause.Kind == PauseQuestion && strings.TrimSpace(text) != "" {
 			msg = "The user (" + from + ") answered: " + text
 		}
-		st.ConsecutiveFailures = 0
-		st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
-		st.ProgressAt = st.Step
+		if st.Pause.Kind != PausePerson {
+			// A person's go-ahead after the loop stopped itself starts its counts afresh;
+			// a pause a person asked for changed nothing the counts measure.
+			st.ConsecutiveFailures = 0
+			st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
+			st.ProgressAt = st.Step
+		}
 		if msg != "" {
 			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
 		}

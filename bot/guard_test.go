@@ -186,7 +186,7 @@ func TestClickFromAnotherThreadIsRefused(t *testing.T) {
 					res := h.mention(ann, "do the op")
 					h.settle()
 					approve, reject := h.buttons()
-					id := map[string]string{"approve": approve.ID, "reject": reject.ID, "cancel": h.card("C1").Buttons[0].ID}[button]
+					id := map[string]string{"approve": approve.ID, "reject": reject.ID, "cancel": labelled(t, h.card("C1").Buttons, "Cancel").ID}[button]
 
 					got := h.event(bot.Event{Kind: bot.EventAction, Thread: e.from, User: ann, ActionID: id})
 					if got.Notice != "This button belongs to another thread." {

@@ -27,7 +27,6 @@ const (
 	noticeCancelling   = "Cancelling the run."
 	noticeOtherThread  = "This button belongs to another thread."
 	noticeNoted        = "Noted: the run will read this at its next step."
-	noticeNoPause      = "Pausing is not available: the run keeps working. Say \"stop\" or press Cancel to end it."
 )
 
 // Handle takes one event from an adapter. It only reads and writes the store (never a model
@@ -142,9 +141,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return Result{Notice: notice}, nil
 	}
 	var res Result
-	var stop string
+	var stop, pause string
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res, stop = Result{}, ""
+		res, stop, pause = Result{}, "", ""
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -171,14 +170,14 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if ev.Kind == EventReply && steerable(rec.Status) {
-			// A plain-words stop or pause is a control, never a note for the model: a stop
-			// is cancelled below, after the claim commits, exactly as the Cancel button is.
+			// A plain-words stop or pause is a control, never a note for the model: it is
+			// done below, after the claim commits, exactly as the Cancel or Pause button does.
 			switch controlWords(text) {
 			case wordsStop:
 				stop = rec.ID
 				return nil
 			case wordsPause:
-				res.RunID, res.Notice = rec.ID, noticeNoPause
+				pause = rec.ID
 				return nil
 			}
 			// A reply to a run that is working is said to the run: it reaches the model at
@@ -194,6 +193,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	})
 	if err == nil && stop != "" {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
+	}
+	if err == nil && pause != "" {
+		return b.pauseRun(ctx, ev.User, ev.Thread, pause)
 	}
 	return res, err
 }
@@ -366,6 +368,8 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
 		return b.resume(ctx, ev.User, ev.Thread, act)
+	case ActionPause:
+		return b.pauseRun(ctx, ev.User, ev.Thread, act.RunID)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil
@@ -426,12 +430,6 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action,
 		if msg := b.cfg.Policy.refuseDecision(ap, who, v.outcome == ApprovalApproved, now); msg != "" {
 			res.Notice = msg
 			return nil
-		}
-		if v.stop {
-			if msg := b.cfg.Policy.refuseStop(ap, who); msg != "" {
-				res.Notice = msg
-				return nil
-			}
 		}
 		if msg := b.cfg.Policy.refuseGrant(ap, who, v.grant); msg != "" {
 			b.log.Warn("grant refused", "approval", ap.ID, "user", who.ID, "scope", v.grant, "risk", ap.Risk)

@@ -133,11 +133,15 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		Requester:    requester,
 		State:        agent.NewState(id, goal, history, now),
 		CancelAction: r.newID(),
+		PauseAction:  r.newID(),
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {
+		return nil, err
+	}
+	if err := tx.PutAction(&Action{ID: rec.PauseAction, Kind: ActionPause, RunID: id}); err != nil {
 		return nil, err
 	}
 	if err := tx.PutRun(rec); err != nil {
@@ -316,6 +320,9 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 	case rec.Status == prev:
 	case rec.Status == agent.StatusAwaitingInput:
+		if st.Pause.Kind == agent.PausePerson {
+			rec.PauseBy = "" // taken: the run is paused
+		}
 		text := st.Pause.Reason
 		if st.Pause.Kind == agent.PauseAskUser || st.Pause.Kind == agent.PauseQuestion {
 			text = st.Pause.Question

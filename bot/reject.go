@@ -4,7 +4,9 @@ import (
 	"time"
 )
 
-// Reject with a reason, and Reject and stop. A rejection's reason is typed into the field
+// Reject with a reason, and Reject and stop. Whoever may reject a call may also stop its run:
+// the requester, an approver, or anyone allowed to use the bot when approvals are the
+// channel's business, which are exactly who may cancel (Policy.mayControl). A rejection's reason is typed into the field
 // the Reject buttons ask for (Button.Reason: a modal on Slack and Discord, a field in the
 // console) and reaches the model with the rejection (agent.State.Decide); a platform that
 // cannot ask sends a plain Reject. Reject and stop rejects the call and then cancels the run,
@@ -30,12 +32,4 @@ func (r *records) rejectStop(tx Tx, ap *Approval, who User, reason string, now t
 		text += " Reason: " + reason
 	}
 	return r.cancel(tx, rec, text, now)
-}
-
-// refuseStop says why who may not stop the run of ap with Reject and stop, or "".
-func (p Policy) refuseStop(ap *Approval, who User) string {
-	if !p.mayControl(&RunRecord{Requester: ap.Requester}, who) {
-		return noticeNoControl
-	}
-	return ""
 }

@@ -56,8 +56,12 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 			m.Footer = "Reply in this thread to answer."
 		default:
 			m.Footer = "Reply in this thread with instructions, or choose:"
+			label := "Continue"
+			if st.Pause.Kind == agent.PausePerson {
+				label = "Resume"
+			}
 			m.Buttons = []Button{
-				{ID: rec.ContinueAction, Label: "Continue", Style: StylePrimary},
+				{ID: rec.ContinueAction, Label: label, Style: StylePrimary},
 				{ID: rec.StopAction, Label: "Stop", Style: StyleDanger},
 			}
 		}
@@ -79,7 +83,10 @@ func statusCard(rec *RunRecord) Message {
 	}
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
-		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}
+		m.Buttons = controlButtons(rec)
+	}
+	if rec.PauseBy != "" && !rec.Status.Terminal() && !pausedByPerson(rec) {
+		m.Text += " (pausing at the next step, asked by " + rec.PauseBy + ")"
 	}
 	return m
 }

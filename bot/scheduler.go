@@ -175,7 +175,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Grants: s.channelGrants(rec.Thread)})
+	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Grants: s.channelGrants(rec.Thread), Hold: s.holdRequested(id)})
 	switch {
 	case err == nil:
 		s.mu.Lock()

@@ -100,11 +100,15 @@ type RunRecord struct {
 	Card MessageRef `json:"card,omitzero"`
 	// CancelAction is the opaque ID of the card's Cancel button; ContinueAction and
 	// StopAction those of a paused run's Continue and Stop buttons.
-	CancelAction   string    `json:"cancel_action,omitempty"`
-	ContinueAction string    `json:"continue_action,omitempty"`
-	StopAction     string    `json:"stop_action,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	CancelAction   string `json:"cancel_action,omitempty"`
+	ContinueAction string `json:"continue_action,omitempty"`
+	StopAction     string `json:"stop_action,omitempty"`
+	// PauseAction is the opaque ID of the card's Pause button; PauseBy names who asked the
+	// run to pause, until the loop has paused it (pause.go).
+	PauseAction string    `json:"pause_action,omitempty"`
+	PauseBy     string    `json:"pause_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // Conversation is a thread as the bot knows it: its runs in order, the active one, and the
