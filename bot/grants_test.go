@@ -254,3 +254,58 @@ func TestRejectAndStop(t *testing.T) {
 		}
 	})
 }
+
+// A grant click on a call that no longer waits makes no grant: only a decision that took
+// effect grants anything.
+func TestGrantNeedsTheDecision(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{Approvers: []string{boss.ID}}}, grantTool{op})
+		h.model.add(use("op", `{"q":"make one"}`), say("done"))
+		res := h.mention(ann, "build it")
+		h.settle()
+		always := h.button("Always allow here")
+		ap := h.approvals(res.RunID)[0]
+		err := h.db.Update(context.Background(), func(tx bot.Tx) error {
+			rec, err := tx.Run(res.RunID)
+			if err != nil {
+				return err
+			}
+			rec.State.Call(ap.CallID).Status = agent.CallApproved
+			return tx.PutRun(rec)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.click(boss, always.ID); got.Notice != "This run is not waiting for that any more." {
+			t.Fatalf("always on a call that no longer waits: notice %q", got.Notice)
+		}
+		err = h.db.View(context.Background(), func(tx bot.Tx) error {
+			gs, err := tx.Grants(thread.ChannelKey())
+			if len(gs) != 0 {
+				t.Errorf("grants %+v made without a decision", gs)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Approve once grants nothing: the next call of the tool asks again.
+func TestApproveOnceGrantsNothing(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{}, grantTool{op})
+		h.model.add(use("op", `{"q":"make one"}`), use("op", `{"q":"make two"}`), say("finished"))
+		res := h.mention(ann, "do two things")
+		h.settle()
+		h.click(ann, h.button("Approve once").ID)
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		if n := len(h.approvals(res.RunID)); n != 2 || op.calls.Load() != 1 {
+			t.Fatalf("%d approvals and %d calls, want the second call to ask", n, op.calls.Load())
+		}
+	})
+}

@@ -423,9 +423,6 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		return false, nil
 	}
 	prev := rec.Status
-	if err := r.grant(tx, rec, ap, rec.State.Call(ap.CallID), v, now); err != nil {
-		return false, err
-	}
 	d := agent.Decision{Approved: v.outcome == ApprovalApproved, By: displayName(v.by), Reason: v.reason, At: now}
 	decided := true
 	if err := rec.State.Decide(ap.CallID, d); err != nil {
@@ -435,6 +432,10 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		}
 		log.Warn("approval closed on a call that no longer waits", "outcome", v.outcome, "err", err)
 		decided = false
+	}
+	// Only a decision that took effect makes the grant it asked for (an expiry asks for none).
+	if err := r.grant(tx, rec, ap, rec.State.Call(ap.CallID), v, now); err != nil {
+		return false, err
 	}
 	ap.Status, ap.DecidedAt, ap.Reason = v.outcome, now, v.reason
 	if v.byPerson() {
