@@ -302,16 +302,7 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		if err != nil {
 			return err
 		}
-		switch {
-		case !fromThread(from, rec.Thread):
-			b.log.Warn("cancel from another thread refused", "run", runID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
-			res.Notice = noticeOtherThread
-			return nil
-		case rec.Status.Terminal():
-			res.Notice = noticeEnded
-			return nil
-		case !b.cfg.Policy.mayControl(rec, who):
-			res.Notice = noticeNoControl
+		if res.Notice = b.refuseControl("cancel", rec, who, from); res.Notice != "" {
 			return nil
 		}
 		now := b.clock.stamp()
@@ -331,6 +322,21 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		err = b.sched.settleCancel(ctx, runID, reason)
 	}
 	return res, err
+}
+
+// refuseControl says why who, acting in thread from, may not verb (cancel, pause) run rec,
+// or "" if they may.
+func (b *Bot) refuseControl(verb string, rec *RunRecord, who User, from ThreadRef) string {
+	switch {
+	case !fromThread(from, rec.Thread):
+		b.log.Warn(verb+" from another thread refused", "run", rec.ID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
+		return noticeOtherThread
+	case rec.Status.Terminal():
+		return noticeEnded
+	case !b.cfg.Policy.mayControl(rec, who):
+		return noticeNoControl
+	}
+	return ""
 }
 
 // fromThread reports whether a click that came from thread from may act on something that

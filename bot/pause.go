@@ -30,17 +30,10 @@ func (b *Bot) pauseRun(ctx context.Context, who User, from ThreadRef, runID stri
 		if err != nil {
 			return err
 		}
+		if res.Notice = b.refuseControl("pause", rec, who, from); res.Notice != "" {
+			return nil
+		}
 		switch {
-		case !fromThread(from, rec.Thread):
-			b.log.Warn("pause from another thread refused", "run", runID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
-			res.Notice = noticeOtherThread
-			return nil
-		case rec.Status.Terminal():
-			res.Notice = noticeEnded
-			return nil
-		case !b.cfg.Policy.mayControl(rec, who):
-			res.Notice = noticeNoControl
-			return nil
 		case rec.Status == agent.StatusAwaitingInput:
 			res.Notice = noticeAlreadyPause
 			return nil

@@ -225,12 +225,9 @@ func tsTime(ts string) time.Time {
 	return time.Unix(s, us*1000).UTC()
 }
 
-// interaction is the part of an interactivity payload loopbot reads.
-type interaction struct {
-	Type        string `json:"type"`
-	TriggerID   string `json:"trigger_id"`
-	ResponseURL string `json:"response_url"`
-	Team        struct {
+// actor is who acted in an interactivity payload, and in which workspace.
+type actor struct {
+	Team struct {
 		ID string `json:"id"`
 	} `json:"team"`
 	User struct {
@@ -238,6 +235,14 @@ type interaction struct {
 		Username string `json:"username"`
 		Name     string `json:"name"`
 	} `json:"user"`
+}
+
+// interaction is the part of an interactivity payload loopbot reads.
+type interaction struct {
+	Type        string `json:"type"`
+	TriggerID   string `json:"trigger_id"`
+	ResponseURL string `json:"response_url"`
+	actor
 	Channel struct {
 		ID string `json:"id"`
 	} `json:"channel"`

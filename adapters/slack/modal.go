@@ -123,14 +123,7 @@ func (a *Adapter) openReason(ctx context.Context, rc reasonClick) error {
 // submission is the part of a view_submission payload loopbot reads.
 type submission struct {
 	Type string `json:"type"`
-	Team struct {
-		ID string `json:"id"`
-	} `json:"team"`
-	User struct {
-		ID       string `json:"id"`
-		Username string `json:"username"`
-		Name     string `json:"name"`
-	} `json:"user"`
+	actor
 	View struct {
 		ID              string `json:"id"`
 		CallbackID      string `json:"callback_id"`

@@ -387,54 +387,41 @@ func TestBrowserApprove(t *testing.T) {
 	noScriptRan(t, ctx)
 }
 
+// TestBrowserReject presses Reject, with and without a reason typed in the card's field: the
+// call does not run, the model is told of the rejection once, with the reason when there is
+// one, and the decided card shows it.
 func TestBrowserReject(t *testing.T) {
-	ctx := browser(t)
-	tool := &deploy{risk: agent.RiskConfirm}
-	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{}, web.Config{})
-	err := chromedp.Do(ctx,
-		startGoal(url, "", "you"),
-		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
-		textIn("#messages .msg-approval", "Rejected by you"),
-		textIn("#messages .msg-answer", "the call was rejected"),
-	)
-	if err != nil {
-		t.Fatalf("browser: %v", err)
+	for _, reason := range []string{"", "prod is frozen <b>this</b> week"} {
+		t.Run(fmt.Sprintf("reason %q", reason), func(t *testing.T) {
+			ctx := browser(t)
+			tool := &deploy{risk: agent.RiskConfirm}
+			model := llmtest.NewTest(t, deployScript()...)
+			url := console(t, model, tool, bot.Config{}, web.Config{})
+			decided := "Rejected by you"
+			acts := []chromedp.Action[chromedp.Void]{startGoal(url, "", "you")}
+			if reason != "" {
+				acts = append(acts, chromedp.SendKeys(chromedp.CSS("#messages .msg-approval input.reason"), reason))
+				decided = "Reason: " + reason
+			}
+			acts = append(acts,
+				chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
+				textIn("#messages .msg-approval", decided),
+				textIn("#messages .msg-answer", "the call was rejected"),
+			)
+			if err := chromedp.Do(ctx, acts...); err != nil {
+				t.Fatalf("browser: %v", err)
+			}
+			if n := tool.count(); n != 0 {
+				t.Errorf("deploy ran %d times after a rejection", n)
+			}
+			reqs := model.Requests()
+			if len(reqs) != 2 || reqs[1].LastMessage().ToolCallID != deployCallID || strings.Contains(reqs[1].LastMessage().Content, "deployed") ||
+				!strings.Contains(reqs[1].LastMessage().Content, reason) {
+				t.Errorf("the model should have been told of the rejection once, with the reason; it got %d requests", len(reqs))
+			}
+			noScriptRan(t, ctx)
+		})
 	}
-	if n := tool.count(); n != 0 {
-		t.Errorf("deploy ran %d times after a rejection", n)
-	}
-	reqs := model.Requests()
-	if len(reqs) != 2 || reqs[1].LastMessage().ToolCallID != deployCallID || strings.Contains(reqs[1].LastMessage().Content, "deployed") {
-		t.Errorf("the model should have been told of the rejection once; it got %d requests", len(reqs))
-	}
-	noScriptRan(t, ctx)
-}
-
-// TestBrowserRejectWithReason types a reason in the approval card's field and presses
-// Reject: the reason reaches the model with the rejection and the decided card shows it.
-func TestBrowserRejectWithReason(t *testing.T) {
-	ctx := browser(t)
-	tool := &deploy{risk: agent.RiskConfirm}
-	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{}, web.Config{})
-	err := chromedp.Do(ctx,
-		startGoal(url, "", "you"),
-		chromedp.SendKeys(chromedp.CSS("#messages .msg-approval input.reason"), "prod is frozen <b>this</b> week"),
-		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
-		textIn("#messages .msg-approval", "Reason: prod is frozen <b>this</b> week"),
-		textIn("#messages .msg-answer", "the call was rejected"),
-	)
-	if err != nil {
-		t.Fatalf("browser: %v", err)
-	}
-	if n := tool.count(); n != 0 {
-		t.Errorf("deploy ran %d times after a rejection", n)
-	}
-	if reqs := model.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].LastMessage().Content, "prod is frozen <b>this</b> week") {
-		t.Errorf("the model's next request lacks the reason: %+v", reqs)
-	}
-	noScriptRan(t, ctx)
 }
 
 // TestBrowserRestart restarts loopbot while an approval is pending. The new process's
