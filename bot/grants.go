@@ -143,7 +143,7 @@ func (r *records) auditGrantUses(tx Tx, st *agent.State) error {
 	if len(used) == 0 {
 		return nil
 	}
-	stored, err := tx.Run(st.RunID)
+	stored, err := tx.RunBrief(st.RunID)
 	if err != nil {
 		return err
 	}

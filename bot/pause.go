@@ -41,22 +41,18 @@ func (b *Bot) pauseRun(ctx context.Context, who User, from ThreadRef, runID stri
 			res.Notice = noticePausing
 			return nil
 		}
-		// The record is read without its state, so put back whole (with its state).
-		full, err := tx.Run(runID)
-		if err != nil {
-			return err
-		}
-		full.PauseBy = displayName(who)
+		rec.PauseBy = displayName(who)
 		now := b.clock.stamp()
-		full.UpdatedAt = now
+		rec.UpdatedAt = now
 		if err := tx.AppendAudit(AuditEntry{At: now, Actor: who, Action: "pause", RunID: runID}); err != nil {
 			return err
 		}
-		if err := tx.PutRun(full); err != nil {
+		// The record was read without its state: only its other fields are written.
+		if err := tx.PutRunHead(rec); err != nil {
 			return err
 		}
 		res.Notice = noticePausing
-		return b.recs.put(tx, full.Thread, now, cardItem(runID))
+		return b.recs.put(tx, rec.Thread, now, cardItem(runID))
 	})
 	return res, err
 }
