@@ -23,8 +23,8 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
-	// Grants returns the grants of the run's channel (grant.go), read once a step; nil
-	// means the channel has none.
+	// Grants returns the grants of the run's channel (grant.go), read at most once a step,
+	// when a call would wait for approval; nil means the channel has none.
 	Grants func(ctx context.Context) ([]Grant, error)
 	// Hold returns who asked the run to pause, or "" when nobody did (pause.go); it is
 	// asked at every step boundary. nil means nobody can pause the run.
@@ -353,7 +353,7 @@ func (r *runner) emptyReply(ctx context.Context) error {
 
 // assess turns one tool call of the model into a record: invalid calls are answered at once,
 // the rest are ready to run or wait for a person.
-func (r *runner) assess(tc ToolCall, grants []Grant) CallRecord {
+func (r *runner) assess(tc ToolCall, grants func() []Grant) CallRecord {
 	st := r.st
 	rec := CallRecord{
 		ID:        tc.ID,

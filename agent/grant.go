@@ -74,19 +74,23 @@ func (st *State) GrantRun(c *CallRecord, id, by string, now time.Time) (Grant, e
 }
 
 // grantFor returns the grant that covers a call of tool with args at risk, if any: the
-// run's own first, then the channel's.
-func (r *runner) grantFor(tool string, args json.RawMessage, risk Risk, channel []Grant) *Grant {
+// run's own first, then the channel's, which are read only when the run's cover nothing.
+func (r *runner) grantFor(tool string, args json.RawMessage, risk Risk, channel func() []Grant) *Grant {
 	if !grantable(risk) {
 		return nil
 	}
-	for _, gs := range [][]Grant{r.st.Grants, channel} {
+	find := func(gs []Grant) *Grant {
 		for i := range gs {
 			if g := &gs[i]; r.a.covers(g, tool, args, risk) {
 				return g
 			}
 		}
+		return nil
 	}
-	return nil
+	if g := find(r.st.Grants); g != nil {
+		return g
+	}
+	return find(channel())
 }
 
 // covers reports whether g covers a call of tool with args at risk.
@@ -126,23 +130,29 @@ func (a *Agent) grantPattern(tool string, args json.RawMessage, risk Risk) strin
 	return p
 }
 
-// channelGrants asks the bot for the channel's grants once a step. A failure to read them
-// costs an approval, never a call run unasked.
-func (r *runner) channelGrants(ctx context.Context) []Grant {
-	if r.h.Grants == nil {
-		return nil
+// channelGrants returns the channel's grants for one step: asked of the bot the first time
+// a call of the step needs them, and not again in that step. A failure to read them costs an
+// approval, never a call run unasked.
+func (r *runner) channelGrants(ctx context.Context) func() []Grant {
+	var gs []Grant
+	read := false
+	return func() []Grant {
+		if read || r.h.Grants == nil {
+			return gs
+		}
+		read = true
+		var err error
+		if gs, err = r.h.Grants(ctx); err != nil {
+			r.a.log.Warn("channel grants not read; calls will ask", "run", r.st.RunID, "err", err)
+			gs = nil
+		}
+		return gs
 	}
-	gs, err := r.h.Grants(ctx)
-	if err != nil {
-		r.a.log.Warn("channel grants not read; calls will ask", "run", r.st.RunID, "err", err)
-		return nil
-	}
-	return gs
 }
 
 // applyGrant lets a call that would wait for approval run when a grant covers it, and notes
 // which grant did, for the audit log. A call the data-flow guard holds is never covered.
-func (r *runner) applyGrant(rec *CallRecord, args json.RawMessage, flowHeld bool, channel []Grant) {
+func (r *runner) applyGrant(rec *CallRecord, args json.RawMessage, flowHeld bool, channel func() []Grant) {
 	if rec.Status != CallAwaitingApproval || flowHeld {
 		return
 	}
