@@ -145,6 +145,10 @@ func TestGrantAlwaysAndRevoke(t *testing.T) {
 		if got := h.click(ann, revoke); got.Notice != "Only loopbot's approvers can revoke a grant." {
 			t.Fatalf("requester's revoke: notice %q", got.Notice)
 		}
+		elsewhere := bot.ThreadRef{Platform: thread.Platform, Channel: "C2", Thread: "T9"}
+		if got := h.event(bot.Event{Kind: bot.EventAction, Thread: elsewhere, User: boss, ActionID: revoke}); got.Notice != "This button belongs to another thread." {
+			t.Fatalf("revoke from another channel: notice %q", got.Notice)
+		}
 		if got := h.click(boss, revoke); got.Notice != "Revoked." {
 			t.Fatalf("approver's revoke: notice %q", got.Notice)
 		}
