@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -114,9 +113,6 @@ func (r *records) grant(tx Tx, rec *RunRecord, ap *Approval, c *agent.CallRecord
 			return err
 		}
 	case agent.GrantChannel:
-		if ap.Risk >= agent.RiskDangerous || ap.Pattern == "" {
-			return fmt.Errorf("grant for approval %s: the call cannot be allowed always", ap.ID)
-		}
 		g = agent.Grant{ID: r.newID(), Scope: agent.GrantChannel, Tool: ap.Tool, Pattern: ap.Pattern, MaxRisk: ap.Risk, By: displayName(v.by), At: now.UTC()}
 		cg := &ChannelGrant{Channel: rec.Thread.ChannelKey(), Grant: g, RunID: rec.ID, RevokeAction: r.newID()}
 		if err := tx.PutAction(&Action{ID: cg.RevokeAction, Kind: ActionRevoke, GrantID: g.ID}); err != nil {

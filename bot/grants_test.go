@@ -199,6 +199,34 @@ func TestDangerousIsApprovedOnceOnly(t *testing.T) {
 	}
 }
 
+// Always allow here needs a pattern: a tool that draws none gets no such button, and a
+// forged one is refused.
+func TestAlwaysNeedsAPattern(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		op := &tool{name: "op", risk: agent.RiskConfirm, out: "done"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{Approvers: []string{boss.ID}}}, op)
+		h.model.add(use("op", `{"q":"make one"}`), say("done"))
+		res := h.mention(ann, "build it")
+		h.settle()
+		if h.hasButton("Always allow here") || !h.hasButton("Approve for this run") {
+			t.Fatal("a call without a pattern: wrong grant buttons")
+		}
+		ap := h.approvals(res.RunID)[0]
+		err := h.db.Update(context.Background(), func(tx bot.Tx) error {
+			return tx.PutAction(&bot.Action{ID: "forged", Kind: bot.ActionApproveAlways, RunID: res.RunID, ApprovalID: ap.ID})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.click(boss, "forged"); !strings.Contains(got.Notice, "no pattern") {
+			t.Fatalf("forged always click: notice %q", got.Notice)
+		}
+		if op.calls.Load() != 0 {
+			t.Fatal("the call ran on a refused grant")
+		}
+	})
+}
+
 // A rejection's reason reaches the model.
 func TestRejectReasonReachesTheModel(t *testing.T) {
 	bubble(t, func(t *testing.T) {

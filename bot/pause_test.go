@@ -38,7 +38,16 @@ func TestPauseAndResumeAcrossARestart(t *testing.T) {
 		if got := h.click(ann, pause.ID); got.Notice != "Pausing at the next step." {
 			t.Fatalf("pause: notice %q", got.Notice)
 		}
+		if got := h.click(ann, pause.ID); got.Notice != "Pausing at the next step." {
+			t.Fatalf("a second pause request: notice %q", got.Notice)
+		}
+		if got := h.auditActions(res.RunID); len(got) != 1 {
+			t.Fatalf("audit %v after two pause requests, want one", got)
+		}
 		h.settle()
+		if got := h.click(ann, pause.ID); got.Notice != "This run is already paused or waiting for a reply." {
+			t.Fatalf("pause of a paused run: notice %q", got.Notice)
+		}
 		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
 		rec := h.run(res.RunID)
 		if rec.State.Pause.Kind != agent.PausePerson || rec.PauseBy != "" {
