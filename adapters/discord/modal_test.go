@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopbot/loopbot/adapters/discord/discordfake"
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -123,5 +124,34 @@ func TestGrantsCommand(t *testing.T) {
 	in, err := decodeInteraction(b)
 	if err != nil || in.ev.Kind != bot.EventCommand || in.ev.Command != bot.CommandGrants || !in.private || in.ev.Thread.Thread != "TH1" {
 		t.Fatalf("decoded %+v, %v", in, err)
+	}
+}
+
+// TestE2EApproveForTheRun: through the gateway, the real bot and store, Approve for this run
+// lets the run's second deploy go without a second card, and the decided card says so.
+func TestE2EApproveForTheRun(t *testing.T) {
+	e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)},
+		llmtest.ToolCalls(llmtest.Call("deploy", `{"version":"1.2"}`)),
+		llmtest.ToolCalls(llmtest.Call("deploy", `{"version":"1.3"}`)),
+		llmtest.Text("Deployed v1.2 and v1.3."))
+	e.start(t)
+	thread, card := startApproval(t, e)
+	e.click(t, thread, card.ID, buttonIDs(card)["Approve for this run"], discordfake.UserID)
+	waitUntil(t, "the answer", func() bool {
+		_, ok := e.answer(thread, "Deployed v1.2 and v1.3.")
+		return ok
+	})
+	if n := e.tool.calls.Load(); n != 2 {
+		t.Fatalf("deploy ran %d times, want 2", n)
+	}
+	cards := 0
+	for _, m := range e.f.ChannelMessages(thread) {
+		if title, _ := embed(m)["title"].(string); strings.HasPrefix(title, "deploy: ") || title == "Approve deploy?" {
+			cards++
+		}
+	}
+	decided, _ := e.f.Message(card.ID)
+	if cards != 1 || !strings.Contains(description(decided), "run without asking in this run") {
+		t.Fatalf("%d approval cards, decided card %q; want one card that says the grant", cards, description(decided))
 	}
 }
