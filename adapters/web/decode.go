@@ -64,8 +64,8 @@ func decodeRequest(body []byte, kind bot.EventKind, who identity) (bot.Event, st
 		}
 		if w := strings.ToLower(ev.Text); w == "grants" || w == "/loopbot grants" {
 			// The console's command: the grants of its channel, with Revoke buttons, in
-			// the thread it was typed in.
-			ev.Kind, ev.Command, ev.Text = bot.EventCommand, bot.CommandGrants, ""
+			// the thread it was typed in. The text stays, as the thread shows it.
+			ev.Kind, ev.Command = bot.EventCommand, bot.CommandGrants
 		}
 		return ev, "", nil
 	case bot.EventAction:

@@ -27,7 +27,7 @@ func TestDecodeRequest(t *testing.T) {
 		{"action", bot.EventAction, `{"id":"` + uuid1 + `","user":"bob","action":"abc123","thread":"t1"}`,
 			bot.Event{Kind: bot.EventAction, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, ActionID: "abc123"}, "t1", ""},
 		{"grants command", bot.EventReply, `{"id":"` + uuid1 + `","text":" Grants "}`,
-			bot.Event{Kind: bot.EventCommand, Command: bot.CommandGrants, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}}, "", ""},
+			bot.Event{Kind: bot.EventCommand, Command: bot.CommandGrants, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "Grants"}, "", ""},
 		{"not json", bot.EventMention, `{"id":`, bot.Event{}, "", "not the expected JSON object"},
 		{"unknown field", bot.EventMention, `{"id":"` + uuid1 + `","user":"a","text":"x","admin":true}`, bot.Event{}, "", `unknown field "admin"`},
 		{"trailing data", bot.EventMention, `{"id":"` + uuid1 + `","user":"a","text":"x"} {}`, bot.Event{}, "", "data after the JSON object"},
