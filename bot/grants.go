@@ -131,8 +131,9 @@ func (r *records) grant(tx Tx, rec *RunRecord, ap *Approval, c *agent.CallRecord
 // grant let run and that the stored state did not have so yet.
 func (r *records) auditGrantUses(tx Tx, st *agent.State) error {
 	var used []agent.CallRecord
-	for _, c := range st.Calls {
-		if c.Step == st.Step && c.GrantedBy != nil {
+	// Calls are in step order: only the tail of the current step is looked at.
+	for i := len(st.Calls) - 1; i >= 0 && st.Calls[i].Step == st.Step; i-- {
+		if c := st.Calls[i]; c.GrantedBy != nil {
 			used = append(used, c)
 		}
 	}
