@@ -58,7 +58,7 @@ type Grantable interface {
 	GrantCovers(pattern string, args json.RawMessage) bool
 }
 
-// Grantable reports whether a call at risk may be granted at all.
+// grantable reports whether a call at risk may be granted at all.
 func grantable(r Risk) bool { return r >= RiskSafe && r < RiskDangerous }
 
 // GrantRun records a person's "Approve for this run" of call c: later calls of the same tool

@@ -158,7 +158,7 @@ func (r *records) auditGrantUses(tx Tx, st *agent.State) error {
 }
 
 // channelGrants returns the function through which the loop reads the grants of thread's
-// channel, once a step, so a revoke counts from the next step of every run.
+// channel, at most once a step, so a revoke counts from the next step of every run.
 func (s *scheduler) channelGrants(thread ThreadRef) func(ctx context.Context) ([]agent.Grant, error) {
 	return func(ctx context.Context) ([]agent.Grant, error) {
 		var out []agent.Grant
