@@ -18,7 +18,9 @@ func (noteTool) Info() agent.ToolInfo {
 		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}, ReadOnly: true, Idempotent: true}
 }
 
-func (noteTool) Assess(json.RawMessage) agent.Assessment { return agent.Assessment{Risk: agent.RiskSafe} }
+func (noteTool) Assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe}
+}
 
 func (noteTool) Call(context.Context, agent.Invocation) (string, error) { return "noted", nil }
 
