@@ -155,3 +155,24 @@ func TestE2EApproveForTheRun(t *testing.T) {
 		t.Fatalf("%d approval cards, decided card %q; want one card that says the grant", cards, description(decided))
 	}
 }
+
+// TestGatewayGrantsMention: "@loopbot grants" in a channel asks for the channel's grants
+// there, opening no thread; in a thread, there.
+func TestGatewayGrantsMention(t *testing.T) {
+	f := NewFakeDiscord(t)
+	rec := newRecorder(f)
+	startGateway(t, f, rec)
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1210", discordfake.Channel, "<@"+discordfake.BotID+"> grants", discordfake.BotID))
+	ev := rec.next(t)
+	if ev.Kind != bot.EventCommand || ev.Command != bot.CommandGrants || ev.Thread.Thread != discordfake.Channel {
+		t.Fatalf("grants mention %+v", ev)
+	}
+	if got := discordfake.Find(f.Requests(), "POST", "/api/v9/channels/"+discordfake.Channel+"/messages/1210/threads"); len(got) != 0 {
+		t.Error("a thread was started for the grants command")
+	}
+	f.AddChannel(map[string]any{"id": "1300", "type": 11, "parent_id": discordfake.Channel, "owner_id": discordfake.UserID})
+	f.Dispatch(t, "MESSAGE_CREATE", discordfake.MessagePayload("1301", "1300", "<@"+discordfake.BotID+"> Grants", discordfake.BotID))
+	if ev = rec.next(t); ev.Kind != bot.EventCommand || ev.Command != bot.CommandGrants || ev.Thread.Thread != "1300" || ev.Thread.Channel != discordfake.Channel {
+		t.Fatalf("grants mention in a thread %+v", ev)
+	}
+}
