@@ -556,3 +556,36 @@ func TestBrowserTwoPeople(t *testing.T) {
 	}
 	checkModelSaw(t, model, "deployed v1.2")
 }
+
+// TestBrowserPauseAndResume presses Pause on the status card while the run waits for an
+// approval: once the call is approved and has run, the run pauses before it consults the
+// model again, the card offers Resume, and Resume brings the answer.
+func TestBrowserPauseAndResume(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{}, web.Config{})
+	err := chromedp.Do(ctx,
+		startGoal(url, "", "you"),
+		chromedp.Click(chromedp.CSS("#messages .msg-status button.btn-default")),
+		textIn("#messages .msg-status", "pausing at the next step, asked by you"),
+		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-primary")),
+		textIn("#messages .msg-status", "Waiting for a reply"),
+		textIn("#messages .msg-status button.btn-primary", "Resume"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if n := len(model.Requests()); n != 1 || tool.count() != 1 {
+		t.Fatalf("paused after %d model requests and %d deploys, want 1 and 1", n, tool.count())
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#messages .msg-status button.btn-primary")),
+		textIn("#messages .msg-answer", "Deployed"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	checkModelSaw(t, model, "deployed v1.2")
+	noScriptRan(t, ctx)
+}
