@@ -589,3 +589,25 @@ func TestBrowserPauseAndResume(t *testing.T) {
 	checkModelSaw(t, model, "deployed v1.2")
 	noScriptRan(t, ctx)
 }
+
+// TestBrowserRejectShortcut: "r" presses the latest card's Reject, not Reject and stop: the
+// run goes on and answers.
+func TestBrowserRejectShortcut(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{}, web.Config{})
+	err := chromedp.Do(ctx,
+		startGoal(url, "", "you"),
+		chromedp.Blur(chromedp.CSS("#reply")),
+		chromedp.KeyEvent("r"),
+		textIn("#messages .msg-approval", "Rejected by you"),
+		textIn("#messages .msg-answer", "the call was rejected"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if tool.count() != 0 || len(model.Requests()) != 2 {
+		t.Fatalf("%d deploys and %d model requests, want 0 and 2", tool.count(), len(model.Requests()))
+	}
+}

@@ -324,8 +324,12 @@
   });
 
   // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
-  // box has the focus. It is the same click as the mouse's, confirmation and all.
-  const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
+  // box has the focus. It is the same click as the mouse's, confirmation and all. "r" is the
+  // card's first danger button, Reject, never Reject and stop after it.
+  const shortcuts = {
+    a: '.msg-approval button.btn-primary',
+    r: '.msg-approval button.btn-danger:not(.btn-danger ~ .btn-danger)',
+  };
   document.addEventListener('keydown', (e) => {
     if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
