@@ -147,6 +147,10 @@ const (
 	PauseModelError PauseKind = "model_error"
 	// PauseQuestion: the model's reply asks the person something instead of finishing.
 	PauseQuestion PauseKind = "question"
+	// PauseMomentum: too many recent calls failed or were rejected (momentum.go).
+	PauseMomentum PauseKind = "momentum"
+	// PauseCheckIn: the autonomy level's check-in every N steps.
+	PauseCheckIn PauseKind = "check_in"
 )
 
 // Pause describes why a paused run waits and what it asks.
@@ -225,6 +229,12 @@ type State struct {
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`
+	// Autonomy is the level the run works at (autonomy.go): its channel's when it started,
+	// and the channel's new level once an approver changes it. Empty means the configured
+	// default.
+	Autonomy Level `json:"autonomy,omitempty"`
+	// Momentum is the window of the run's latest call outcomes (momentum.go).
+	Momentum Momentum `json:"momentum,omitzero"`
 
 	// Grants are the run's "Approve for this run" grants (grant.go).
 	Grants []Grant `json:"grants,omitempty"`
@@ -362,10 +372,11 @@ func (st *State) Respond(text, from string) error {
 			msg = "The user (" + from + ") answered: " + text
 		}
 		if st.Pause.Kind != PausePerson {
-			// A person's go-ahead after the loop stopped itself starts its counts afresh;
-			// a pause a person asked for changed nothing the counts measure.
+			// A person's go-ahead after the loop stopped itself starts its counts afresh,
+			// with full momentum; a pause a person asked for changed nothing they measure.
 			st.ConsecutiveFailures = 0
 			st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
+			st.Momentum = Momentum{}
 			st.ProgressAt = st.Step
 		}
 		if msg != "" {

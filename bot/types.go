@@ -129,7 +129,8 @@ func (e Event) Validate() error {
 	switch e.Kind {
 	case EventMention, EventReply:
 	case EventCommand:
-		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel && e.Command != CommandGrants {
+		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel && e.Command != CommandAutonomy &&
+			e.Command != CommandGrants {
 			return fmt.Errorf("event %s: unknown command %q", e.ID, e.Command)
 		}
 	case EventAction:

@@ -10,26 +10,26 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// noteTool is a read-only tool that runs without asking.
-type noteTool struct{}
+// pauseNoteTool is a read-only tool that runs without asking.
+type pauseNoteTool struct{}
 
-func (noteTool) Info() agent.ToolInfo {
-	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "note", Description: "notes something",
+func (pauseNoteTool) Info() agent.ToolInfo {
+	return agent.ToolInfo{Spec: agent.ToolSpec{Name: "jot", Description: "notes something",
 		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}, ReadOnly: true, Idempotent: true}
 }
 
-func (noteTool) Assess(json.RawMessage) agent.Assessment {
+func (pauseNoteTool) Assess(json.RawMessage) agent.Assessment {
 	return agent.Assessment{Risk: agent.RiskSafe}
 }
 
-func (noteTool) Call(context.Context, agent.Invocation) (string, error) { return "noted", nil }
+func (pauseNoteTool) Call(context.Context, agent.Invocation) (string, error) { return "noted", nil }
 
 // TestE2EPauseAndResumeAcrossARestart: through Socket Mode, the real bot and store, Pause on
 // the status card pauses the run at its next step; the card then offers Resume, which works
 // after the process is restarted on the same store.
 func TestE2EPauseAndResumeAcrossARestart(t *testing.T) {
-	e := newE2EWith(t, bot.Config{}, []agent.Tool{noteTool{}})
-	open := e.gate(llmtest.ToolCalls(llmtest.Call("note", `{}`)))
+	e := newE2EWith(t, bot.Config{}, []agent.Tool{pauseNoteTool{}})
+	open := e.gate(llmtest.ToolCalls(llmtest.Call("jot", `{}`)))
 	e.model.Push(llmtest.Text("All noted."))
 	e.mention("env-1", "Ev1", "note things")
 	e.handled()

@@ -67,6 +67,9 @@ func decodeRequest(body []byte, kind bot.EventKind, who identity) (bot.Event, st
 			// the thread it was typed in. The text stays, as the thread shows it.
 			ev.Kind, ev.Command = bot.EventCommand, bot.CommandGrants
 		}
+		if level, ok := consoleAutonomy(ev.Text); ok {
+			ev.Kind, ev.Command, ev.Text = bot.EventCommand, bot.CommandAutonomy, level
+		}
 		return ev, "", nil
 	case bot.EventAction:
 		// An action's text is what was typed in its card's reason field (a Reject's

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DedupeInTransaction", testDedupeInTx},
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
+		{"ChannelAutonomy", testChannelAutonomy},
 		{"Grants", testGrants},
 	}
 	for _, tt := range tests {
