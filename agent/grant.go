@@ -153,7 +153,11 @@ func (r *runner) channelGrants(ctx context.Context) func() []Grant {
 // applyGrant lets a call that would wait for approval run when a grant covers it, and notes
 // which grant did, for the audit log. A call the data-flow guard holds is never covered.
 func (r *runner) applyGrant(rec *CallRecord, args json.RawMessage, flowHeld bool, channel func() []Grant) {
-	if rec.Status != CallAwaitingApproval || flowHeld {
+	if rec.Status != CallAwaitingApproval {
+		return
+	}
+	if flowHeld {
+		rec.FlowHeld = true
 		return
 	}
 	rec.GrantPattern = r.a.grantPattern(rec.Name, args, rec.Risk)

@@ -132,6 +132,9 @@ type CallRecord struct {
 	GrantPattern string `json:"grant_pattern,omitempty"`
 	// GrantedBy names the grant that let the call run without asking.
 	GrantedBy *GrantUse `json:"granted_by,omitempty"`
+	// FlowHeld marks a call the data-flow guard holds: no grant covers it, so its card
+	// offers none.
+	FlowHeld bool `json:"flow_held,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.

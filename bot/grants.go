@@ -78,11 +78,12 @@ func grantScope(k ActionKind) agent.GrantScope {
 }
 
 // grantActions adds the grant and Reject-and-stop actions to a new approval request for call
-// c. A dangerous call gets none of the grant actions.
+// c. A dangerous call, and one the data-flow guard holds, get none of the grant actions.
 func (r *records) grantActions(tx Tx, ap *Approval, c agent.CallRecord) error {
 	ap.RejectStopAction = r.newID()
 	acts := map[string]ActionKind{ap.RejectStopAction: ActionRejectStop}
-	if ap.Risk < agent.RiskDangerous {
+	ap.FlowHeld = c.FlowHeld
+	if ap.Risk < agent.RiskDangerous && !c.FlowHeld {
 		ap.RunGrantAction = r.newID()
 		acts[ap.RunGrantAction] = ActionApproveRun
 		if c.GrantPattern != "" {
@@ -263,9 +264,12 @@ func approvalChoices(ap *Approval) (string, []Button) {
 	text := "The run wants to call " + ap.Tool + ". Approve once runs it once with exactly these arguments."
 	once := Button{ID: ap.ApproveAction, Label: "Approve once", Style: StylePrimary}
 	buttons := []Button{once}
-	if ap.Risk >= agent.RiskDangerous {
+	switch {
+	case ap.Risk >= agent.RiskDangerous:
 		buttons[0].Confirm = "This call is dangerous. Run " + ap.Tool + " with these arguments?"
 		text += " A dangerous call can be approved once only."
+	case ap.FlowHeld:
+		text += " A call that could send data out of a run that read outside content can be approved once only."
 	}
 	if ap.RunGrantAction != "" {
 		buttons = append(buttons, Button{ID: ap.RunGrantAction, Label: "Approve for this run"})

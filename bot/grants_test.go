@@ -341,3 +341,34 @@ func TestApproveOnceGrantsNothing(t *testing.T) {
 		}
 	})
 }
+
+// flowTestTool is a tool whose assessment says what it reads from outside and where it
+// can send data.
+type flowTestTool struct {
+	tool
+	reads, sends string
+}
+
+func (f *flowTestTool) Assess(json.RawMessage) agent.Assessment {
+	return agent.Assessment{Risk: agent.RiskSafe, Reason: "test", Reads: f.reads, Sends: f.sends, Carries: f.sends != ""}
+}
+
+// A call the data-flow guard holds is approved once only: its card offers no grant.
+func TestFlowHeldIsApprovedOnceOnly(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		read := &flowTestTool{tool: tool{name: "read", risk: agent.RiskSafe, out: "a page"}, reads: "https://page.example/x"}
+		send := &flowTestTool{tool: tool{name: "send", risk: agent.RiskSafe, out: "sent"}, sends: "sink.example"}
+		h := newHarness(t, bot.Config{Policy: bot.Policy{Approvers: []string{boss.ID}}}, read, send)
+		h.model.add(use("read", `{"q":"page"}`), use("send", `{"q":"data"}`), say("done"))
+		res := h.mention(ann, "read the page")
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
+		aps := h.approvals(res.RunID)
+		if len(aps) != 1 || aps[0].Tool != "send" || !aps[0].FlowHeld {
+			t.Fatalf("approvals %+v, want the held send", aps)
+		}
+		if h.hasButton("Approve for this run") || h.hasButton("Always allow here") || !h.hasButton("Approve once") {
+			t.Fatal("a held call's card offers a grant")
+		}
+	})
+}

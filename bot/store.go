@@ -185,6 +185,9 @@ type Approval struct {
 	AlwaysAction     string `json:"always_action,omitempty"`
 	RejectStopAction string `json:"reject_stop_action,omitempty"`
 	Pattern          string `json:"pattern,omitempty"`
+	// FlowHeld marks a call the data-flow guard held, approved once only like a dangerous
+	// one (agent.CallRecord.FlowHeld).
+	FlowHeld bool `json:"flow_held,omitempty"`
 	// Granted is the scope of the grant the approval made, if any.
 	Granted   agent.GrantScope `json:"granted,omitempty"`
 	Status    ApprovalStatus   `json:"status"`
