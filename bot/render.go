@@ -28,6 +28,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 			return Message{}, fmt.Errorf("load grants of %s: %w", it.Text, err)
 		}
 		return grantsMessage(gs), nil
+	case OutboxMemory:
+		return memoryMessage(tx, it)
 	}
 	// No message shows the conversation with the model, the bulk of a long run.
 	rec, err := tx.RunBrief(it.RunID)
@@ -45,7 +47,11 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+		m := Message{Kind: KindAnswer, Text: st.Answer}
+		if rec.SaveAction != "" {
+			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
+		}
+		return m, nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:

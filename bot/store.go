@@ -85,6 +85,13 @@ type Tx interface {
 	Grant(id string) (*ChannelGrant, error)
 	Grants(channel string) ([]*ChannelGrant, error)
 	DeleteGrant(id string) error
+	// Memory lists the facts kept for a channel (ChannelKey), oldest first; MemoryFact
+	// returns one; PutMemory stores one under its channel and ID; DeleteMemory forgets one
+	// (a missing one is not an error).
+	Memory(channel string) ([]*MemoryFact, error)
+	MemoryFact(channel, id string) (*MemoryFact, error)
+	PutMemory(f *MemoryFact) error
+	DeleteMemory(channel, id string) error
 
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
@@ -116,10 +123,16 @@ type RunRecord struct {
 	StopAction     string `json:"stop_action,omitempty"`
 	// PauseAction is the opaque ID of the card's Pause button; PauseBy names who asked the
 	// run to pause, until the loop has paused it (pause.go).
-	PauseAction string    `json:"pause_action,omitempty"`
-	PauseBy     string    `json:"pause_by,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	PauseAction string `json:"pause_action,omitempty"`
+	PauseBy     string `json:"pause_by,omitempty"`
+	// SaveAction is the opaque ID of a completed run's Save as playbook button.
+	SaveAction string `json:"save_action,omitempty"`
+	// ReviewsPosted counts the state's sanity reviews already posted to the thread.
+	ReviewsPosted int `json:"reviews_posted,omitempty"`
+	// Playbook is the playbook the run was started from, if any.
+	Playbook  string    `json:"playbook,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Conversation is a thread as the bot knows it: its runs in order, the active one, and the
@@ -142,6 +155,8 @@ type RunNote struct {
 	From  string    `json:"from"`
 	Text  string    `json:"text"`
 	At    time.Time `json:"at"`
+	// Sanity asks the run for a sanity check instead of saying Text to the model.
+	Sanity bool `json:"sanity,omitempty"`
 }
 
 // QueuedGoal is a goal that arrived while the thread's run was busy.
@@ -219,6 +234,10 @@ const (
 	ActionRevoke        ActionKind = "revoke"
 	// ActionPause asks a working run to pause at its next step boundary (pause.go).
 	ActionPause ActionKind = "pause"
+	// ActionSavePlaybook saves a completed run as a draft playbook.
+	ActionSavePlaybook ActionKind = "save_playbook"
+	// ActionForget forgets one fact of a channel's memory.
+	ActionForget ActionKind = "forget"
 )
 
 // Action is what an opaque button ID stands for.
@@ -229,6 +248,14 @@ type Action struct {
 	ApprovalID string     `json:"approval_id,omitempty"`
 	// GrantID is the channel grant a Revoke button removes.
 	GrantID string `json:"grant_id,omitempty"`
+	// Channel and Fact name the memory fact of a Forget button; Listing is the outbox key of
+	// the memory list it is on, Siblings the IDs of all that list's buttons, and Card the
+	// list once posted, so that a Forget edits the list in place.
+	Channel  string     `json:"channel,omitempty"`
+	Fact     string     `json:"fact,omitempty"`
+	Listing  string     `json:"listing,omitempty"`
+	Siblings []string   `json:"siblings,omitempty"`
+	Card     MessageRef `json:"card,omitzero"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
@@ -257,6 +284,7 @@ const (
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
 	OutboxGrants       OutboxKind = "grants"        // post the grants of the channel Text names
+	OutboxMemory       OutboxKind = "memory"        // post a channel's memory with Forget buttons
 )
 
 // OutboxItem is a record of something to post, written in the same transaction as the state
@@ -268,6 +296,8 @@ type OutboxItem struct {
 	ApprovalID string     `json:"approval_id,omitempty"`
 	Thread     ThreadRef  `json:"thread"`
 	Text       string     `json:"text,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	Attempts   int        `json:"attempts,omitempty"`
+	// Actions are the opaque IDs of the buttons a memory listing shows, one a fact.
+	Actions   []string  `json:"actions,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Attempts  int       `json:"attempts,omitempty"`
 }
