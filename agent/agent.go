@@ -367,7 +367,7 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	as := reg.tool.Assess(rawArgs(tc.Arguments))
 	if floor, ok := r.a.cfg.RiskFloor[tc.Name]; ok && floor > as.Risk {
 		as.Risk = floor
-		as.Reason = strings.TrimSpace(as.Reason + " (raised to " + floor.String() + " by config)")
+		as.Reason = strings.TrimSpace(as.Reason + " (" + r.a.cfg.floorReason(tc.Name, floor) + ")")
 	}
 	if as.Risk < RiskSafe || as.Risk > RiskDangerous {
 		as.Risk = RiskConfirm

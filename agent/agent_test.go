@@ -286,13 +286,15 @@ func TestConsecutiveFailures(t *testing.T) {
 			r.advance()
 			if handling == agent.FailureAbort {
 				r.wantStatus(agent.StatusFailed)
-				if !strings.Contains(r.st.Error, "3 tool calls failed in a row") || !strings.Contains(r.st.Error, "3 failed") {
+				// The summary names the tool and its error, not only a count.
+				if !strings.Contains(r.st.Error, "3 tool calls failed in a row") || !strings.Contains(r.st.Error, "3 failed") ||
+					!strings.Contains(r.st.Error, "Last failure: bad: disk full") {
 					t.Errorf("error = %q", r.st.Error)
 				}
 				return
 			}
 			r.wantStatus(agent.StatusAwaitingInput)
-			if r.st.Pause.Kind != agent.PauseFailures {
+			if r.st.Pause.Kind != agent.PauseFailures || !strings.Contains(r.st.Pause.Reason, "Last failure: bad: disk full") {
 				t.Fatalf("pause = %+v", r.st.Pause)
 			}
 			if err := r.st.Respond("try the other disk", "U1"); err != nil {
@@ -429,6 +431,27 @@ func TestRiskPolicy(t *testing.T) {
 			r.advance()
 			if got := r.st.Status == agent.StatusAwaitingApproval; got != tt.wantWait {
 				t.Errorf("awaiting approval = %v, want %v", got, tt.wantWait)
+			}
+		})
+	}
+	// A raised call says what raised it: the config file's table by default, or the reason
+	// the command that set the floor gave.
+	for _, tt := range []struct {
+		name string
+		why  map[string]string
+		want string
+	}{
+		{"the config file", nil, "(raised to confirm by t in [agent.risk] of the config file)"},
+		{"a stated reason", map[string]string{"t": "demo mode asks"}, "(raised to confirm: demo mode asks)"},
+	} {
+		t.Run("reason names "+tt.name, func(t *testing.T) {
+			tool := &fakeTool{name: "t", risk: agent.RiskSafe}
+			llm := newLLM(t, calls(call("t", `{}`)), text("done"))
+			cfg := agent.Config{RiskFloor: map[string]agent.Risk{"t": agent.RiskConfirm}, RiskFloorReason: tt.why}
+			r := newRun(t, newAgent(t, llm.model, cfg, []agent.Tool{tool}), "x")
+			r.advance()
+			if p := r.st.PendingApprovals(); len(p) != 1 || !strings.HasSuffix(p[0].RiskReason, tt.want) {
+				t.Errorf("pending %+v, want a reason ending %q", p, tt.want)
 			}
 		})
 	}

@@ -438,6 +438,9 @@ func (st *State) Summary() string {
 	}
 	fmt.Fprintf(&b, "%d steps, %d tool calls (%d succeeded, %d failed, %d rejected).",
 		st.Step, len(st.Calls), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	if f := st.lastFailure(); f != "" {
+		b.WriteString("\n" + f)
+	}
 	return b.String()
 }
 
