@@ -37,7 +37,7 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+		return answerMessage(st), nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:
@@ -70,6 +70,7 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	m.Steps, m.EarlierSteps = runSteps(st)
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}

@@ -56,6 +56,7 @@ func renderMessage(m bot.Message) string {
 		}
 		b.WriteString("</ul>\n")
 	}
+	b.WriteString(renderSteps(m))
 	if len(m.Fields) > 0 {
 		b.WriteString(`<dl class="fields">` + "\n")
 		for _, f := range m.Fields {
@@ -94,7 +95,10 @@ func renderMessage(m bot.Message) string {
 		}
 		b.WriteString("</div>\n")
 	}
-	if m.Footer != "" && !lead {
+	if files := renderFiles(m); files != "" {
+		// The footer names the files in words; here they are links.
+		b.WriteString(files)
+	} else if m.Footer != "" && !lead {
 		b.WriteString(`<footer class="msg-footer">` + escapeText(m.Footer) + "</footer>\n")
 	}
 	b.WriteString("</article>\n")
@@ -117,30 +121,8 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	if m.Kind != bot.KindApproval || f.Name != "Arguments" || !f.Code {
 		return "", false
 	}
-	type arg struct {
-		name  string
-		value json.RawMessage
-	}
-	var args []arg
-	dec := json.NewDecoder(strings.NewReader(f.Value))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "", false
-		}
-		args = append(args, arg{tok.(string), v})
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return "", false
-	}
-	if _, err := dec.Token(); err == nil {
+	args, ok := text.Members(f.Value)
+	if !ok {
 		return "", false
 	}
 	// The one-line arguments (a path, say) come first, the texts after them.
@@ -149,19 +131,19 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	b.WriteString(`<div class="args">` + "\n")
 	for _, a := range args {
 		var s string
-		if json.Unmarshal(a.value, &s) == nil && strings.Contains(s, "\n") {
-			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span>` +
+		if json.Unmarshal(a.Value, &s) == nil && strings.Contains(s, "\n") {
+			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.Name) + `</span>` +
 				`<pre class="arg-file"><code>` + escapeText(s) + "</code></pre></div>\n")
 			continue
 		}
-		if json.Unmarshal(a.value, &s) != nil {
+		if json.Unmarshal(a.Value, &s) != nil {
 			var c bytes.Buffer
-			if json.Compact(&c, a.value) != nil {
+			if json.Compact(&c, a.Value) != nil {
 				return "", false
 			}
 			s = c.String()
 		}
-		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
+		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.Name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
 	}
 	b.WriteString(files.String() + "</div>")
 	return b.String(), files.Len() > 0

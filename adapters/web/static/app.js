@@ -109,8 +109,13 @@
       box.insertBefore(el, before);
     }
     el.dataset.kind = m.kind;
+    // A tool step the reader opened stays open when its card is edited.
+    const opened = new Set([...el.querySelectorAll('details[data-step][open]')].map((d) => d.dataset.step));
     // Rendered by the server from an allowlist, with every text escaped.
     el.innerHTML = m.html;
+    for (const d of el.querySelectorAll('details[data-step]')) {
+      if (opened.has(d.dataset.step)) d.open = true;
+    }
     localTimes(el);
     for (const [key, sel] of Object.entries(shortcuts)) {
       for (const b of el.querySelectorAll(sel)) {

@@ -1,0 +1,4 @@
+package bot
+
+// ReadableArgs exposes readableArgs to the external tests.
+var ReadableArgs = readableArgs

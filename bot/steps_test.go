@@ -1,0 +1,78 @@
+package bot_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
+)
+
+func TestReadableArgs(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+		n               int
+	}{
+		{"one line each, in order", `{"path":"a.md","recursive":true,"n":3}`, "path: a.md\nrecursive: true\nn: 3", 100},
+		{"a text as a block", `{"path":"r.md","content":"# T\n\nbody\n"}`, "path: r.md\ncontent:\n  # T\n  \n  body", 100},
+		{"nested values compact", `{"h":{"a": [1, 2]}}`, `h: {"a":[1,2]}`, 100},
+		{"not an object", `[1,2]`, `[1,2]`, 100},
+		{"broken JSON as sent", `{"path":`, `{"path":`, 100},
+		{"two objects as sent", `{} {}`, `{} {}`, 100},
+		{"clipped", `{"q":"` + strings.Repeat("x", 50) + `"}`, "q: " + strings.Repeat("x", 14) + "…\n(cut)", 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := bot.ReadableArgs(tt.raw, tt.n); got != tt.want {
+				t.Errorf("ReadableArgs(%q) = %q, want %q", tt.raw, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStatusCardShowsSteps runs two tool calls, one failing, and a write: the status card
+// carries each call as a step (name, readable arguments, result or error, duration), not
+// the loop's own update_plan, and the answer names the file written.
+func TestStatusCardShowsSteps(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		look := &tool{name: "look", risk: agent.RiskSafe, out: "three files", delay: 2 * time.Second}
+		write := &tool{name: "write_file", risk: agent.RiskSafe, out: "wrote 5 bytes"}
+		h := newHarness(t, bot.Config{}, look, write)
+		h.model.add(
+			use("update_plan", `{"plan":[{"step":"look","status":"in_progress"}]}`),
+			use("look", `{"q":"the docs"}`),
+			use("nope", `{}`),
+			use("write_file", `{"q":"x","path":"./out/report.md"}`),
+			say("Done."),
+		)
+		h.mention(ann, "look around")
+		h.settle()
+		cards := h.plat.sent(bot.KindStatus)
+		if len(cards) == 0 {
+			t.Fatal("no status card")
+		}
+		steps := cards[len(cards)-1].msg.Steps
+		var got []string
+		for _, s := range steps {
+			got = append(got, s.Tool+" "+string(s.Status))
+		}
+		if strings.Join(got, ", ") != "look done, nope failed, write_file done" {
+			t.Fatalf("steps %q, want look, nope and write_file", got)
+		}
+		if s := steps[0]; s.Args != "q: the docs" || s.Result != "three files" || s.Duration != 2*time.Second || s.ID == "" {
+			t.Errorf("look's step = %+v", s)
+		}
+		if s := steps[1]; !strings.Contains(s.Result, `unknown tool "nope"`) {
+			t.Errorf("the failed step's result is %q, want its error", s.Result)
+		}
+		answers := h.plat.sent(bot.KindAnswer)
+		if len(answers) != 1 {
+			t.Fatalf("%d answers", len(answers))
+		}
+		a := answers[0].msg
+		if strings.Join(a.Files, ",") != "out/report.md" || a.Workspace == "" || !strings.Contains(a.Footer, "Files written: out/report.md") {
+			t.Errorf("the answer lists files %q in workspace %q with footer %q", a.Files, a.Workspace, a.Footer)
+		}
+	})
+}
