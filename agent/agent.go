@@ -409,6 +409,8 @@ func (r *runner) finishStep(ctx, wctx context.Context) error {
 	st := r.st
 	if pending := st.PendingApprovals(); len(pending) > 0 {
 		if st.Status != StatusAwaitingApproval {
+			r.preview(ctx)
+			pending = st.PendingApprovals()
 			for i := range pending {
 				r.emit(Event{Kind: EventApprovalRequested, Call: &pending[i]})
 			}

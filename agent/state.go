@@ -127,6 +127,9 @@ type CallRecord struct {
 	Reported bool `json:"reported,omitempty"`
 	// Reads is the outside source the call brings in (Assessment.Reads).
 	Reads string `json:"reads,omitempty"`
+	// Preview is what the tool says the call would change (Previewer), taken when the
+	// call came to need approval, for the approval card.
+	Preview string `json:"preview,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.

@@ -116,6 +116,11 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	if reason != "" {
 		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
 	}
+	// What the call would change (write_file's diff of the file it replaces) comes last,
+	// so a platform that must drop fields to fit drops it before the risk.
+	if c != nil && c.Preview != "" {
+		m.Fields = append(m.Fields, Field{Name: "Changes", Value: c.Preview, Code: true})
+	}
 	m.Footer = "Run started by " + displayName(ap.Requester)
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 	switch ap.Status {

@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,37 @@ func TestStatusCardShowsSteps(t *testing.T) {
 		a := answers[0].msg
 		if strings.Join(a.Files, ",") != "out/report.md" || a.Workspace == "" || !strings.Contains(a.Footer, "Files written: out/report.md") {
 			t.Errorf("the answer lists files %q in workspace %q with footer %q", a.Files, a.Workspace, a.Footer)
+		}
+	})
+}
+
+// previewing is a tool whose calls need approval and which previews them.
+type previewing struct{ tool }
+
+func (p *previewing) Preview(context.Context, agent.Invocation) (string, error) {
+	return "--- r.md (now)\n+++ r.md (after this call)\n@@ -1 +1 @@\n-old\n+new", nil
+}
+
+// TestApprovalCardShowsChanges: the tool's preview of a call (write_file's diff) is on its
+// approval card, after the risk and the reason.
+func TestApprovalCardShowsChanges(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		w := &previewing{tool{name: "write_file", risk: agent.RiskConfirm, out: "ok"}}
+		h := newHarness(t, bot.Config{}, w)
+		h.model.add(use("write_file", `{"q":"x"}`), say("Done."))
+		h.mention(ann, "write it")
+		h.settle()
+		cards := h.plat.sent(bot.KindApproval)
+		if len(cards) == 0 {
+			t.Fatal("no approval card")
+		}
+		var names []string
+		for _, f := range cards[0].msg.Fields {
+			names = append(names, f.Name)
+		}
+		fs := cards[0].msg.Fields
+		if strings.Join(names, ",") != "Arguments,Risk,Why,Changes" || !fs[3].Code || !strings.Contains(fs[3].Value, "-old\n+new") {
+			t.Errorf("the approval card's fields: %+v", fs)
 		}
 	})
 }

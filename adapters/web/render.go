@@ -63,6 +63,8 @@ func renderMessage(m bot.Message) string {
 			b.WriteString("<dt>" + escapeText(f.Name) + "</dt>")
 			if args, ok := fileArgs(m, f); ok {
 				b.WriteString("<dd>" + args + "</dd>\n")
+			} else if diff, ok := diffField(m, f); ok {
+				b.WriteString("<dd>" + diff + "</dd>\n")
 			} else if f.Code {
 				b.WriteString("<dd><pre><code>" + escapeText(f.Value) + "</code></pre></dd>\n")
 			} else {

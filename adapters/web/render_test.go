@@ -93,6 +93,16 @@ func TestRenderMessageGolden(t *testing.T) {
 			},
 			Buttons: []bot.Button{{ID: "act-approve-2", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-2", Label: "Reject", Style: bot.StyleDanger}},
 		}},
+		// A write that replaces a file shows the diff, lines marked.
+		{"approval_diff", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\n<b>new</b>\\n\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old <i>\n+<b>new</b>", Code: true},
+			},
+			Buttons: []bot.Button{{ID: "act-approve-3", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-3", Label: "Reject", Style: bot.StyleDanger}},
+		}},
 		// Cut arguments are no JSON object: they stay the code field they were.
 		{"approval_cut", bot.Message{
 			Kind: bot.KindApproval, Title: "Approve write_file?",
