@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 
 	"github.com/loopbot/loopbot/adapters/discord"
 	"github.com/loopbot/loopbot/adapters/slack"
 	"github.com/loopbot/loopbot/adapters/web"
-	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -52,10 +50,8 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		opts := []web.Option{web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy),
 			web.WithHistory(cfg.Store.Path+".console", 0)}
 		// The console links the files a run wrote to a read-only view of its workspace.
-		if root, err := filepath.Abs(cfg.Tools.Workspace); err == nil && cfg.Tools.Workspace != "" {
-			opts = append(opts, web.WithWorkspaces(func(run string) string {
-				return filepath.Join(root, tools.SanitizeRunID(run))
-			}))
+		if ws := s.tools.Workspaces(); ws != nil {
+			opts = append(opts, web.WithWorkspaces(ws.Path))
 		}
 		a, err := web.New(wc, opts...)
 		if err != nil {
