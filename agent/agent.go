@@ -134,8 +134,8 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) error {
 	st := r.st
-	start := st.Recover
-	if st.Status == StatusQueued {
+	start, queued := st.Recover, st.Status == StatusQueued
+	if queued {
 		start = st.Start
 	}
 	if err := start(r.a.now()); err != nil {
@@ -145,6 +145,13 @@ func (r *runner) run(ctx context.Context) error {
 		st.Nonce = newNonce()
 	}
 	r.emit(Event{Kind: EventResumed})
+	// A run that starts says so before its first model call, which may take a while of
+	// retries: otherwise the thread shows it queued all that time.
+	if queued {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 
 	remaining := time.Duration(r.a.cfg.MaxWall) - st.Active
 	if remaining <= 0 {

@@ -612,13 +612,14 @@ func TestCheckpointsPerStep(t *testing.T) {
 		idempotent bool
 		want       int
 	}{
-		// Three steps of one call each, then the answer: a save after each step's results
-		// and one when the run completes.
-		{name: "idempotent", idempotent: true, want: 4},
+		// Three steps of one call each, then the answer: a save as the run starts (so the
+		// thread shows it working during the first model call), one after each step's
+		// results and one when the run completes.
+		{name: "idempotent", idempotent: true, want: 1 + 3 + 1},
 		// Each step is saved four times: the model's request, the call's intent before it
 		// runs, its result as soon as it returns (the step's save may wait on a sanity
 		// check), and the step's own save.
-		{name: "with effects", idempotent: false, want: 3*4 + 1},
+		{name: "with effects", idempotent: false, want: 1 + 3*4 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tool := &fakeTool{name: "touch", risk: agent.RiskSafe, idempotent: tc.idempotent}
