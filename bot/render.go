@@ -179,7 +179,7 @@ func failureMessage(st *agent.State) Message {
 		parts = append(parts, st.Summary())
 	}
 	m.Text = strings.TrimSpace(strings.Join(parts, "\n\n"))
-	return m
+	return withFiles(m, st)
 }
 
 // shortDuration writes d as people do: 30m rather than Go's 30m0s.

@@ -167,11 +167,15 @@ func writtenFiles(st *agent.State) []string {
 	return files
 }
 
-// answerMessage is the run's answer, with the files it wrote named under it: in words in
-// the footer, for every platform, and as Files, which an adapter that can show the
-// workspace links.
+// answerMessage is the run's answer, with the files it wrote.
 func answerMessage(st *agent.State) Message {
-	m := Message{Kind: KindAnswer, Text: st.Answer}
+	return withFiles(Message{Kind: KindAnswer, Text: st.Answer}, st)
+}
+
+// withFiles names under m the files the run wrote: in words in the footer, for every
+// platform, and as Files, which an adapter that can show the workspace links. A run that
+// failed may have written some, and its summary says which as an answer does.
+func withFiles(m Message, st *agent.State) Message {
 	if files := writtenFiles(st); len(files) > 0 {
 		m.Files, m.Workspace = files, st.RunID
 		m.Footer = "Files written: " + strings.Join(files, ", ")

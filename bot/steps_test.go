@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -105,6 +106,30 @@ func TestApprovalCardShowsChanges(t *testing.T) {
 		fs := cards[0].msg.Fields
 		if strings.Join(names, ",") != "Arguments,Risk,Why,Changes" || !fs[3].Code || !strings.Contains(fs[3].Value, "-old\n+new") {
 			t.Errorf("the approval card's fields: %+v", fs)
+		}
+	})
+}
+
+// TestFailureNamesTheFilesWritten: a run cancelled after writing a file says so in its
+// failure summary, as an answer would.
+func TestFailureNamesTheFilesWritten(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		write := &tool{name: "write_file", risk: agent.RiskSafe, out: "wrote"}
+		wait := &tool{name: "wait", risk: agent.RiskSafe, block: true}
+		h := newHarness(t, bot.Config{}, write, wait)
+		h.model.add(use("write_file", `{"path":"notes.md"}`), use("wait", `{}`))
+		res := h.mention(ann, "write, then wait")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		h.click(ann, h.card("C1").Buttons[0].ID)
+		h.settle()
+		h.wantStatus(res.RunID, agent.StatusCancelled)
+		failures := h.plat.sent(bot.KindFailure)
+		if len(failures) != 1 {
+			t.Fatalf("%d failure messages", len(failures))
+		}
+		if m := failures[0].msg; strings.Join(m.Files, ",") != "notes.md" || m.Footer != "Files written: notes.md" {
+			t.Errorf("the failure summary lists files %q, footer %q", m.Files, m.Footer)
 		}
 	})
 }
