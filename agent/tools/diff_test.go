@@ -144,3 +144,25 @@ func TestUnifiedDiffBounds(t *testing.T) {
 		t.Errorf("cut diff (%d bytes):\n%s", len(d), d)
 	}
 }
+
+// FuzzUnifiedDiff: for any two texts (a file and what the model would write over it) the
+// diff, when not refused for size, applies to the old text and gives the new one.
+func FuzzUnifiedDiff(f *testing.F) {
+	f.Add("a\nb\nc\n", "a\nB\nc\n")
+	f.Add("", "x")
+	f.Add("x\n", "")
+	f.Add("1\n2\n3\n4\n5\n6\n7\n8\n9\n", "0\n2\n3\n4\n5\n6\n7\n8\n")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		// Lines end with a break here: the diff does not mark a missing last one.
+		if a != "" && !strings.HasSuffix(a, "\n") || b != "" && !strings.HasSuffix(b, "\n") {
+			return
+		}
+		d, ok := unifiedDiff("f", a, b, 1<<30)
+		if !ok {
+			return
+		}
+		if got := applyDiff(t, a, d); got != b {
+			t.Fatalf("the diff of %q and %q is\n%s\nand gives %q", a, b, d, got)
+		}
+	})
+}
