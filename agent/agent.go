@@ -650,7 +650,7 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 
 func (r *runner) tooManyFailures(ctx context.Context) error {
 	st := r.st
-	reason := fmt.Sprintf("%d tool calls failed in a row.", st.ConsecutiveFailures)
+	reason := count(st.ConsecutiveFailures, "tool call") + " failed in a row."
 	if r.a.cfg.FailureHandling == FailureAbort {
 		return r.fail(ctx, reason+"\n"+st.Summary())
 	}

@@ -439,8 +439,8 @@ func (st *State) Summary() string {
 	for _, c := range st.Calls {
 		counts[c.Status]++
 	}
-	fmt.Fprintf(&b, "%d steps, %d tool calls (%d succeeded, %d failed, %d rejected).",
-		st.Step, len(st.Calls), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	fmt.Fprintf(&b, "%s, %s (%d succeeded, %d failed, %d rejected).",
+		count(st.Step, "step"), count(len(st.Calls), "tool call"), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
 	if f := st.lastFailure(); f != "" {
 		b.WriteString("\n" + f)
 	}

@@ -1,9 +1,18 @@
 package agent
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
+
+// count writes n things as people do: "1 step", "3 steps".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
 
 // maxFailureShown bounds the error a summary quotes: enough for a message, not a dump.
 const maxFailureShown = 300
