@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -132,4 +133,38 @@ func TestFailureNamesTheFilesWritten(t *testing.T) {
 			t.Errorf("the failure summary lists files %q, footer %q", m.Files, m.Footer)
 		}
 	})
+}
+
+// TestRunStepsKeepsTheNewest: a long run's card carries its newest steps and counts the
+// rest; the loop's own tools are not steps; a long result is cut and says so.
+func TestRunStepsKeepsTheNewest(t *testing.T) {
+	st := &agent.State{}
+	st.Calls = append(st.Calls, agent.CallRecord{ID: "plan", Name: "update_plan", Status: agent.CallSucceeded})
+	for i := range bot.MaxSteps + 5 {
+		st.Calls = append(st.Calls, agent.CallRecord{ID: fmt.Sprint("c", i), Name: "look", Status: agent.CallSucceeded, Output: strings.Repeat("x", 5000)})
+	}
+	steps, earlier := bot.RunSteps(st)
+	if len(steps) != bot.MaxSteps || earlier != 5 || steps[0].ID != "c5" || steps[len(steps)-1].ID != fmt.Sprint("c", bot.MaxSteps+4) {
+		t.Fatalf("%d steps from %s, %d earlier; want the newest %d and 5 earlier", len(steps), steps[0].ID, earlier, bot.MaxSteps)
+	}
+	if r := steps[0].Result; len(r) > 1300 || !strings.HasSuffix(r, "(cut)") {
+		t.Errorf("a 5000-byte result is shown as %d bytes ending %q", len(r), r[len(r)-10:])
+	}
+}
+
+// TestWrittenFiles lists each path write_file wrote once, cleaned, and none that would
+// leave the workspace or that a failed call named.
+func TestWrittenFiles(t *testing.T) {
+	w := func(path string, status agent.CallStatus) agent.CallRecord {
+		return agent.CallRecord{Name: "write_file", Arguments: fmt.Sprintf(`{"path":%q,"content":"x"}`, path), Status: status}
+	}
+	st := &agent.State{Calls: []agent.CallRecord{
+		w("./a.md", agent.CallSucceeded), w("a.md", agent.CallSucceeded), w("docs//b.md", agent.CallSucceeded),
+		w("../up.md", agent.CallSucceeded), w("/etc/passwd", agent.CallSucceeded), w(".", agent.CallSucceeded),
+		w("failed.md", agent.CallFailed), w("asked.md", agent.CallAwaitingApproval),
+		{Name: "read_file", Arguments: `{"path":"read.md"}`, Status: agent.CallSucceeded},
+	}}
+	if got := strings.Join(bot.WrittenFiles(st), ","); got != "a.md,docs/b.md" {
+		t.Errorf("files written: %q, want a.md,docs/b.md", got)
+	}
 }
