@@ -126,3 +126,52 @@ func TestBrowserStepsDiffAndFiles(t *testing.T) {
 	}
 	noScriptRan(t, ctx)
 }
+
+// TestBrowserShortcutsFocusedCard: with two calls waiting, "a" pressed while the focus is
+// on the first card (its Reject button, tabbed to) approves that card's call, not the
+// latest; "r" with the focus outside any card rejects the latest pending one.
+func TestBrowserShortcutsFocusedCard(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t,
+		llmtest.ToolCalls(
+			llmtest.ToolCall{ID: "call_one", Name: "deploy", Arguments: `{"version":"one"}`},
+			llmtest.ToolCall{ID: "call_two", Name: "deploy", Arguments: `{"version":"two"}`},
+		),
+		llmtest.Text("Deployed one; two was rejected."),
+	)
+	d := serveWith(t, filepath.Join(t.TempDir(), "bot.db"), "127.0.0.1:0", model, []agent.Tool{tool}, agent.Config{MaxSteps: 10}, bot.Config{}, web.Config{})
+	d.start(t)
+	const first = "#messages .entry:nth-child(3) .msg-approval"
+	if err := chromedp.Do(ctx,
+		login(d.srv.URL, "", "", "you"),
+		chromedp.SendKeys(chromedp.CSS("#goal"), "deploy both"),
+		chromedp.Click(chromedp.CSS("#goal-submit")),
+		textIn("#messages .msg-approval", "two"),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#messages .msg-approval button.btn-primary:not([disabled])').length === 2`),
+		textIn(first, "one"),
+		chromedp.Focus(chromedp.CSS(first+" button.btn-danger")),
+		chromedp.KeyEvent("a"),
+		textIn(first, "Approved by you"),
+	); err != nil {
+		t.Fatalf("browser, approve the focused card: %v", err)
+	}
+	pending, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#messages .msg-approval')].filter(c => c.querySelector('button.btn-primary')).map(c => c.textContent.includes('two') ? 'two' : 'one').join(',')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending != "two" {
+		t.Fatalf("after a on the first card, the cards still pending are %q, want two", pending)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Blur(chromedp.CSS("#reply")),
+		chromedp.KeyEvent("r"),
+		textIn("#messages .msg-approval", "Rejected by you"),
+		textIn("#messages .msg-answer", "two was rejected"),
+	); err != nil {
+		t.Fatalf("browser, reject the latest from the keyboard: %v", err)
+	}
+	if n := tool.count(); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+}

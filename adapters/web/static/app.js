@@ -325,16 +325,19 @@
     }
   });
 
-  // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
-  // box has the focus. It is the same click as the mouse's, confirmation and all.
+  // Keyboard: "a" approves and "r" rejects, when no text box has the focus: the call of the
+  // approval card the focus is in (tabbed to its buttons, say), else the thread's latest
+  // pending call. It is the same click as the mouse's, confirmation and all.
   const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
   document.addEventListener('keydown', (e) => {
     if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
     const sel = shortcuts[e.key];
     if (!sel) return;
-    const buttons = [...$('messages').querySelectorAll(sel)].filter((b) => !b.disabled);
+    const live = (root) => [...root.querySelectorAll(sel)].filter((b) => !b.disabled);
+    const card = t && t.closest ? t.closest('#messages .msg-approval') : null;
+    const buttons = (card && live(card).length ? live(card) : live($('messages')));
     const b = buttons[buttons.length - 1];
     if (!b) return;
     e.preventDefault();
