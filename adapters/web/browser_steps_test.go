@@ -88,6 +88,14 @@ func TestBrowserStepsDiffAndFiles(t *testing.T) {
 	if !open {
 		t.Error("the step the reader opened closed when the card changed")
 	}
+	// With the diff on the card, the new content is folded, a click away.
+	folded, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#messages .msg-approval')].map(c => { const d = c.querySelector('details.arg-fold'); return d ? (d.open ? 'open' : 'folded') : 'shown'; }).join(',')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folded != "shown,folded" {
+		t.Errorf("the approval cards' content: %q, want shown on the new file's card and folded on the diff's", folded)
+	}
 	diff := text(t, ctx, approval+" .diff")
 	for _, want := range []string{"--- docs/report.md (now)", "-The site is up.", "+The site is down.", "+Next: <b>page</b> the on-call."} {
 		if !strings.Contains(diff, want) {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/loopbot/loopbot/bot"
@@ -38,4 +39,19 @@ func diffField(m bot.Message, f bot.Field) (string, bool) {
 	}
 	b.WriteString("</code></pre>")
 	return b.String(), true
+}
+
+// textArg renders a text argument of an approval card (write_file's content) as a block of
+// code. When the card shows the diff of the file it replaces, the diff is what to read, so
+// the whole text is folded under its name and size, a click away.
+func textArg(m bot.Message, name, s string) string {
+	pre := `<pre class="arg-file"><code>` + escapeText(s) + "</code></pre>"
+	for _, f := range m.Fields {
+		if _, ok := diffField(m, f); ok {
+			lines := strconv.Itoa(strings.Count(strings.TrimSuffix(s, "\n"), "\n") + 1)
+			return `<div class="arg"><details class="arg-fold"><summary><span class="arg-name">` + escapeText(name) +
+				`</span> (` + lines + " lines; the changes are below)</summary>" + pre + "</details></div>\n"
+		}
+	}
+	return `<div class="arg"><span class="arg-name">` + escapeText(name) + `</span>` + pre + "</div>\n"
 }

@@ -134,8 +134,7 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	for _, a := range args {
 		var s string
 		if json.Unmarshal(a.Value, &s) == nil && strings.Contains(s, "\n") {
-			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.Name) + `</span>` +
-				`<pre class="arg-file"><code>` + escapeText(s) + "</code></pre></div>\n")
+			files.WriteString(textArg(m, a.Name, s))
 			continue
 		}
 		if json.Unmarshal(a.Value, &s) != nil {
