@@ -47,7 +47,7 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		m := Message{Kind: KindAnswer, Text: st.Answer}
+		m := answerMessage(st)
 		if rec.SaveAction != "" {
 			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
 		}
@@ -88,6 +88,7 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	m.Steps, m.EarlierSteps = runSteps(st)
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost) + autonomyFooter(st)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = controlButtons(rec)
@@ -135,6 +136,11 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	}
 	if reason != "" {
 		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
+	}
+	// What the call would change (write_file's diff of the file it replaces) comes last,
+	// so a platform that must drop fields to fit drops it before the risk.
+	if c != nil && c.Preview != "" {
+		m.Fields = append(m.Fields, Field{Name: "Changes", Value: c.Preview, Code: true})
 	}
 	m.Footer = "Run started by " + displayName(ap.Requester)
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
@@ -201,7 +207,7 @@ func failureMessage(st *agent.State) Message {
 		parts = append(parts, st.Summary())
 	}
 	m.Text = strings.TrimSpace(strings.Join(parts, "\n\n"))
-	return m
+	return withFiles(m, st)
 }
 
 // shortDuration writes d as people do: 30m rather than Go's 30m0s.

@@ -182,6 +182,15 @@ type Message struct {
 	Buttons []Button   `json:"buttons,omitempty"`
 	// Footer is a short context line (step, elapsed, tokens, cost).
 	Footer string `json:"footer,omitempty"`
+	// Steps are the run's tool calls, newest last (steps.go); EarlierSteps counts older
+	// ones left out.
+	Steps        []Step `json:"steps,omitempty"`
+	EarlierSteps int    `json:"earlier_steps,omitempty"`
+	// Files are the workspace files the run wrote (paths relative to its workspace), and
+	// Workspace the run whose workspace holds them, for an adapter that can link them; the
+	// Footer names them in words for the others.
+	Files     []string `json:"files,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
 }
 
 // PlanLine is one item of a run's checklist.

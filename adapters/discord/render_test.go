@@ -62,6 +62,16 @@ var renderCases = []struct {
 			{ID: "rejectid", Label: "Reject", Style: bot.StyleDanger},
 		},
 	}},
+	// write_file replacing a file: the diff in a code block of its own.
+	{"approval_diff", bot.Message{
+		Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\nnew line\\n\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old ```line```\n+new <@123> line", Code: true},
+		},
+		Buttons: []bot.Button{{ID: "approveid", Label: "Approve", Style: bot.StylePrimary}, {ID: "rejectid", Label: "Reject", Style: bot.StyleDanger}},
+	}},
 	{"approval_decided", bot.Message{
 		Kind: bot.KindApproval, Title: "shell: approved", Text: "Approved by Alice at 2026-03-01 12:00 UTC.",
 		Fields: []bot.Field{{Name: "Arguments", Value: `{"command":"ls"}`, Code: true}, {Name: "Risk", Value: "confirm"}},

@@ -87,6 +87,17 @@ var goldenMessages = map[string]bot.Message{
 			{ID: "c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"},
 		},
 	},
+	// write_file replacing a file: the diff in a code block of its own.
+	"approval_diff": {
+		Kind: bot.KindApproval, Title: "Approve write_file?",
+		Text: "The run wants to call write_file.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\nnew line\\n\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old ```line```\n+new <@123> line", Code: true},
+		},
+		Buttons: approvalButtons(),
+	},
 	"approval_decided": {
 		Kind: bot.KindApproval, Title: "Approval needed: shell",
 		Text:   "The model wants to run a command that changes files.",
