@@ -11,7 +11,7 @@
 //	runs        seq (creation order), id, status, thread, head (no state), data (the
 //	            record, its state without messages and calls)
 //	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
-//	records     bucket + key -> data: conversations, actions, channel_autonomy, a
+//	records     bucket + key -> data: conversations, actions, channel_autonomy, grants, a
 //	            "memory:<channel>" bucket per channel, and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data

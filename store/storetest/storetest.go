@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
+		{"Grants", testGrants},
 		{"Memory", testMemory},
 		{"ClaimRuns", testClaimRuns},
 		{"Fencing", testFencing},
