@@ -48,6 +48,10 @@ type Config struct {
 	// LeaseTTL is how long a replica's lease on a run, and the leadership of the dispatcher
 	// and the sweeper, last without renewal: a replica that stops is taken over after it.
 	LeaseTTL agent.Duration `toml:"lease_ttl"`
+	// Memory bounds each channel's memory (memory.go).
+	Memory MemoryConfig `toml:"memory"`
+	// Playbooks says where playbooks live (playbook.go).
+	Playbooks PlaybookConfig `toml:"playbooks"`
 }
 
 // Policy says who may use the bot and who may decide on tool calls. Users are matched by
@@ -84,6 +88,7 @@ func (c Config) Defaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = agent.Duration(30 * time.Second)
 	}
+	c.Memory = c.Memory.defaults()
 	if c.Policy.ApproveBy == "" {
 		c.Policy.ApproveBy = ApproveByRequester
 	}
@@ -109,6 +114,8 @@ func (c Config) Check() error {
 		return errors.New("max_concurrent_runs must not be negative")
 	case c.MaxGoalBytes < 0:
 		return errors.New("max_goal_bytes must not be negative")
+	case c.Memory.MaxFacts < 0 || c.Memory.MaxFactBytes < 0:
+		return errors.New("memory caps must not be negative")
 	case c.EditInterval < 0 || c.Policy.ApprovalExpiry < 0:
 		return errors.New("durations must not be negative")
 	case c.LeaseTTL != 0 && time.Duration(c.LeaseTTL) < minLeaseTTL:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,6 +271,10 @@ type harness struct {
 	tools []agent.Tool
 	// others are platforms the bot has besides plat.
 	others []bot.Platform
+	// storeTools, if set, makes tools over the store each open opens (the remember tool).
+	storeTools func(s bot.Store, cfg bot.Config) []agent.Tool
+	// sanity, if set, is the agent's sanity model.
+	sanity *model
 	clock  *clock
 	bot    *bot.Bot
 	evs    int
@@ -303,7 +308,15 @@ func (h *harness) open() {
 	if h.llm != nil {
 		m = h.llm
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, h.tools)
+	tools := h.tools
+	if h.storeTools != nil {
+		tools = append(slices.Clone(tools), h.storeTools(db, h.cfg)...)
+	}
+	var opts []agent.Option
+	if h.sanity != nil {
+		opts = append(opts, agent.WithSanity(h.sanity.client))
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, tools, opts...)
 	if err != nil {
 		h.t.Fatalf("new agent: %v", err)
 	}
@@ -433,11 +446,25 @@ func (h *harness) buttons() (approve, reject bot.Button) {
 	if len(cards) == 0 {
 		h.t.Fatal("no approval card was posted")
 	}
-	bs := h.plat.shown(cards[len(cards)-1].ref.ID).Buttons
-	if len(bs) != 2 {
-		h.t.Fatalf("approval card has buttons %+v, want Approve and Reject", bs)
+	return h.button("Approve once"), h.button("Reject")
+}
+
+// button returns the button labelled label of the latest approval card as the thread shows
+// it.
+func (h *harness) button(label string) bot.Button {
+	h.t.Helper()
+	cards := h.plat.sent(bot.KindApproval)
+	if len(cards) == 0 {
+		h.t.Fatal("no approval card was posted")
 	}
-	return bs[0], bs[1]
+	bs := h.plat.shown(cards[len(cards)-1].ref.ID).Buttons
+	for _, b := range bs {
+		if b.Label == label {
+			return b
+		}
+	}
+	h.t.Fatalf("approval card has buttons %+v, none labelled %q", bs, label)
+	return bot.Button{}
 }
 
 func (h *harness) wantStatus(runID string, want agent.Status) {

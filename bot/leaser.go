@@ -24,7 +24,8 @@ type Leaser interface {
 	// another claim is taking at the same moment are skipped, not waited for.
 	ClaimRuns(ctx context.Context, owner string, n int, now time.Time, ttl time.Duration) ([]Lease, error)
 	// RenewLease extends l until now+ttl if its owner still holds it at its epoch, and
-	// returns the renewed lease; else a *FencedError.
+	// returns the renewed lease; else a *FencedError. A lease that expired with nobody
+	// taking the run over is still held: it renews.
 	RenewLease(ctx context.Context, l Lease, now time.Time, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives the run up (it paused or ended, or the replica stops), keeping
 	// its epoch, so the next claim takes the one after. A lease already superseded is a

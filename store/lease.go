@@ -158,3 +158,25 @@ func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) 
 		return fn(t)
 	})
 }
+
+// checkRunLeases checks that every lease decodes, is stored under its run's ID, and names a
+// stored run.
+func checkRunLeases(btx *bolt.Tx) error {
+	leases, ids := btx.Bucket(bucketRunLeases), btx.Bucket(bucketRunIDs)
+	if leases == nil {
+		return nil // no run was ever claimed
+	}
+	return leases.ForEach(func(k, v []byte) error {
+		l, err := decode[bot.Lease](v, fmt.Sprintf("lease %q", k))
+		if err != nil {
+			return err
+		}
+		if l.RunID != string(k) {
+			return fmt.Errorf("lease %q is of run %q", k, l.RunID)
+		}
+		if ids == nil || ids.Get(k) == nil {
+			return fmt.Errorf("lease %q names no run", k)
+		}
+		return nil
+	})
+}

@@ -45,6 +45,9 @@ func TestDecodeInteraction(t *testing.T) {
 		{name: "start in a thread", payload: discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot", discordfake.GoalOption("more")),
 			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "more", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
 				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: "700"}}},
+		{name: "playbooks in a channel", payload: discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot", discordfake.GoalOption("playbooks")), private: true,
+			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1000", Text: "playbooks", User: bot.User{ID: discordfake.UserID, Name: "Alice"},
+				Thread: bot.ThreadRef{Platform: "discord", Workspace: discordfake.GuildID, Channel: discordfake.Channel, Thread: discordfake.Channel}}},
 		{name: "start in a DM", payload: dm,
 			want: bot.Event{Kind: bot.EventCommand, Command: bot.CommandStart, ID: "1001", Text: "in a dm", User: bot.User{ID: "77", Name: "DM User"},
 				Thread: bot.ThreadRef{Platform: "discord", Channel: "42", Thread: "42"}}},
@@ -168,6 +171,8 @@ func FuzzDecodeInteraction(f *testing.F) {
 		discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot", discordfake.GoalOption("goal")),
 		discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot-status"),
 		discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "opaque", "5"),
+		discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "r:opaque", "5"),
+		discordfake.ModalSubmitPayload("1000", "t", "700", discordfake.Channel, "reason:opaque", "reason", "why", "5"),
 	} {
 		f.Add(mustJSON(f, p))
 	}

@@ -169,6 +169,8 @@ func TestDecodeCommand(t *testing.T) {
 		reply                                bool
 	}{
 		{text: "fix the build", command: bot.CommandStart, goal: "fix the build"},
+		// The playbook list is the asker's alone: no root message for it.
+		{text: "playbooks", command: bot.CommandStart, thread: "C1"},
 		{text: "status 1700000000.000100", command: bot.CommandStatus, thread: "1700000000.000100"},
 		{text: "Cancel <https://acme.slack.com/archives/C1/p1700000009000200?thread_ts=1700000000.000100&cid=C1>", command: bot.CommandCancel, thread: "1700000000.000100"},
 		{text: "status https://acme.slack.com/archives/C1/p1700000000000100", command: bot.CommandStatus, thread: "1700000000.000100"},
@@ -244,8 +246,13 @@ func FuzzDecodeInteraction(f *testing.F) {
 	p, _ := json.Marshal(clickPayload("trig", "v"))
 	f.Add(p)
 	f.Add([]byte(`{"type":"block_actions","actions":[{"action_id":"loopbot_button_1","value":"x"}],"container":{"channel_id":"C","message_ts":"1"},"user":{"id":"U"}}`))
+	f.Add(fixture(f, "events/view_submission.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeInteraction(body)
+		if ok {
+			// A click may ask for a reason; whatever the payload, that only opens a modal.
+			_, _ = askedReason(body, ev)
+		}
 		if err != nil && ok {
 			t.Fatal("ok with an error")
 		}

@@ -18,9 +18,11 @@ const (
 	backendPostgres = "postgres"
 )
 
-// database is the store the daemon runs on, whichever the backend.
+// database is the store the daemon runs on, whichever the backend. Both hand runs to
+// replicas under leases (bot.Leaser), which the bot does not use yet.
 type database interface {
 	bot.Store
+	bot.Leaser
 	// WriteError is why the last write failed on the store's side, nil once one commits.
 	WriteError() error
 }

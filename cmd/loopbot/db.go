@@ -93,7 +93,7 @@ func (m *Main) dbPostgres(ctx context.Context) error {
 	if m.args[0] != "check" {
 		return fmt.Errorf("unknown db command %q", m.args[0])
 	}
-	db, err := postgres.Open(ctx, m.Config.Store.URL)
+	db, err := postgres.Open(ctx, m.Config.Store.URL, postgres.WithoutMigration())
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ type runsSource interface {
 func (m *Main) openRuns() (runsSource, error) {
 	if m.Config.Store.Backend == backendPostgres {
 		// Replicas share the database, and so can this command.
-		db, err := postgres.Open(context.Background(), m.Config.Store.URL)
+		db, err := postgres.Open(context.Background(), m.Config.Store.URL, postgres.WithoutMigration())
 		if err != nil {
 			return nil, err
 		}

@@ -11,11 +11,13 @@
 //	runs        seq (creation order), id, status, thread, head (no state), data (the
 //	            record, its state without messages and calls)
 //	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
-//	records     bucket + key -> data: conversations, actions, and small record types to come
+//	records     bucket + key -> data: conversations, actions, channel_autonomy, grants, a
+//	            "memory:<channel>" bucket per channel, and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data
 //	outbox      key -> data
 //	events      id, expires_ns
+//	run_leases  run_id, owner, epoch, expires_ns (lease.go)
 //	quarantine  records that did not decode (quarantine.go)
 //	schema_migrations  the migrations that ran (migrate.go)
 //
@@ -52,6 +54,9 @@
 //     counterpart: PostgreSQL keeps its pages whole (WAL, checksums where enabled) and
 //     reclaims space itself (autovacuum). Check here verifies the schema version and that
 //     every record decodes.
+//   - Keys and the columns queries use are PostgreSQL text: one that holds a NUL byte or
+//     is not UTF-8 (an event ID, a run ID, a key of the outbox) is refused with an error,
+//     where bbolt takes any bytes. The records themselves are bytes, and hold anything.
 //   - The context is honoured during a transaction too: a cancelled context ends the
 //     statement that runs, and the transaction rolls back.
 //   - Do not call Update or View from inside another's function: the pool may have no

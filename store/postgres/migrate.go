@@ -166,3 +166,29 @@ func Probe(ctx context.Context, url string) (version int, err error) {
 	v, err := schemaVersion(ctx, conn)
 	return v, redactErr(err, secret)
 }
+
+// checkCurrent fails unless the database is at SchemaVersion.
+func checkCurrent(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return err
+	}
+	v := 0
+	if exists {
+		if v, err = schemaVersion(ctx, conn.Conn()); err != nil {
+			return err
+		}
+	}
+	switch want := SchemaVersion(); {
+	case v > want:
+		return fmt.Errorf("%w: version %d is newer than this loopbot supports (%d)", ErrSchema, v, want)
+	case v < want:
+		return fmt.Errorf("%w: version %d, and this loopbot writes %d: start loopbot once to migrate it", ErrSchema, v, want)
+	}
+	return nil
+}

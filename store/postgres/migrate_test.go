@@ -66,3 +66,25 @@ func TestMigrationsInSequence(t *testing.T) {
 		t.Fatal("no migrations embedded")
 	}
 }
+
+// TestWithoutMigration opens a database with WithoutMigration: a new one is refused and
+// left without a schema, a current one opens.
+func TestWithoutMigration(t *testing.T) {
+	url := pgtest.URL(t)
+	if _, err := Open(t.Context(), url, WithoutMigration()); !errors.Is(err, ErrSchema) {
+		t.Fatalf("Open without migration of a new database: got %v, want ErrSchema", err)
+	}
+	if v, err := Probe(t.Context(), url); err != nil || v != 0 {
+		t.Errorf("after the refused open the database is at version %d, %v; want none", v, err)
+	}
+	db, err := Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(t.Context(), url, WithoutMigration())
+	if err != nil {
+		t.Fatalf("Open without migration of a current database: %v", err)
+	}
+	db.Close()
+}

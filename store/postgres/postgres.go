@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +43,7 @@ type DB struct {
 var _ bot.Store = (*DB)(nil)
 
 type options struct {
+	noMigration  bool
 	maxAttempts  int
 	maxConns     int32
 	onQuarantine func(Quarantined)
@@ -54,6 +55,11 @@ type Option func(*options)
 // WithMaxAttempts sets how many times Update runs its function before it gives up on
 // conflicts with other transactions. It must be at least 1.
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// WithoutMigration opens the database only if its schema is already the current one,
+// changing nothing: for commands that read (loopbot runs, db check), which must not
+// migrate a database under replicas of an older loopbot.
+func WithoutMigration() Option { return func(o *options) { o.noMigration = true } }
 
 // WithMaxConns caps the connections the pool opens; 0 leaves pgx's default (the larger of
 // 4 and the number of CPUs).
@@ -85,7 +91,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, redactErr(fmt.Errorf("open store %s: %w", safe, err), secret)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	prepare := migrate
+	if o.noMigration {
+		prepare = checkCurrent
+	}
+	if err := prepare(ctx, pool); err != nil {
 		pool.Close()
 		return nil, redactErr(fmt.Errorf("open store %s: %w", safe, err), secret)
 	}

@@ -57,10 +57,13 @@ func (q *quarantineQueue) flush(ctx context.Context, pool *pgxpool.Pool) {
 	q.recs = nil
 	hook := q.hook
 	q.mu.Unlock()
+	// The move is the store's own housekeeping: the caller's context ending does not
+	// stop it.
+	ctx = context.WithoutCancel(ctx)
 	for _, r := range recs {
 		r.At = time.Now().UTC()
 		moved := false
-		err := pgx.BeginFunc(context.WithoutCancel(ctx), pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var del string
 			var args []any
 			switch r.Bucket {

@@ -3,11 +3,17 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
 )
 
@@ -87,5 +93,74 @@ func TestRetryHonoursContext(t *testing.T) {
 	}
 	if attempts != 3 {
 		t.Errorf("ran %d times after the cancel at the third, want 3", attempts)
+	}
+}
+
+// TestRealDeadlockRetried makes two transactions lock two approvals in opposite orders,
+// each waiting on its first attempt until the other holds its first lock: PostgreSQL
+// finds the deadlock and aborts one (40P01), which runs again and succeeds, so both
+// decisions land.
+func TestRealDeadlockRetried(t *testing.T) {
+	db, err := Open(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	err = db.Update(t.Context(), func(tx bot.Tx) error {
+		return errors.Join(
+			tx.PutApproval(&bot.Approval{ID: "ap-a", RunID: "run-1", Risk: agent.RiskDangerous, Status: bot.ApprovalPending, CreatedAt: t0}),
+			tx.PutApproval(&bot.Approval{ID: "ap-b", RunID: "run-1", Risk: agent.RiskDangerous, Status: bot.ApprovalPending, CreatedAt: t0}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstLocks sync.WaitGroup
+	firstLocks.Add(2)
+	var attempts [2]atomic.Int32
+	decide := func(i int, first, second string) error {
+		return db.Update(t.Context(), func(tx bot.Tx) error {
+			a, err := tx.Approval(first)
+			if err != nil {
+				return err
+			}
+			if attempts[i].Add(1) == 1 {
+				firstLocks.Done()
+				firstLocks.Wait()
+			}
+			b, err := tx.Approval(second)
+			if err != nil {
+				return err
+			}
+			a.Reason += fmt.Sprintf("[%d]", i)
+			b.Reason += fmt.Sprintf("[%d]", i)
+			return errors.Join(tx.PutApproval(a), tx.PutApproval(b))
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- decide(0, "ap-a", "ap-b") }()
+	go func() { errs <- decide(1, "ap-b", "ap-a") }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a decision failed: %v", err)
+		}
+	}
+	if n := attempts[0].Load() + attempts[1].Load(); n < 3 {
+		t.Errorf("%d attempts in all, want a deadlock's retry (at least 3)", n)
+	}
+	err = db.View(t.Context(), func(tx bot.Tx) error {
+		for _, id := range []string{"ap-a", "ap-b"} {
+			a, err := tx.Approval(id)
+			if err != nil {
+				return err
+			}
+			if len(a.Reason) != 6 {
+				t.Errorf("approval %s holds %q, want both transactions' marks", id, a.Reason)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

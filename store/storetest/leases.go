@@ -194,6 +194,14 @@ func testLeaseExpiry(t *testing.T, su *suite) {
 		t.Fatal(err)
 	}
 	equal(t, "lease after takeover", got, bot.Lease{RunID: "run-1", Owner: "replica-2", Epoch: 2, Expires: at(80 * time.Second)})
+	// A lease that expired with nobody taking the run over is still its owner's to renew:
+	// the epoch, not the clock, says who may write.
+	late, err := l.RenewLease(t.Context(), bot.Lease{RunID: "run-1", Owner: "replica-2", Epoch: 2}, at(90*time.Second), 30*time.Second)
+	if err != nil {
+		t.Fatalf("renewal of an expired lease nobody took: %v", err)
+	}
+	equal(t, "lease renewed late", late, bot.Lease{RunID: "run-1", Owner: "replica-2", Epoch: 2, Expires: at(120 * time.Second)})
+	equal(t, "claim while the late renewal holds", leaseIDs(claim(t, l, "replica-1", 1, 100*time.Second, 30*time.Second)), []string{})
 }
 
 // testClaimsExclusive has eight claimers, on every handle the backend offers, take twenty
