@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -75,6 +77,67 @@ func (db *DB) Resign(ctx context.Context, role, owner string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("resign %s: %w", role, err)
+	}
+	return nil
+}
+
+// openSchema is what Open does in its first write: initSchema, then releaseStale.
+func openSchema(btx *bolt.Tx) error {
+	if err := initSchema(btx); err != nil {
+		return err
+	}
+	return releaseStale(btx)
+}
+
+// releaseStale releases every run lease and leadership a file holds as it is opened: the
+// file is locked by one process at a time, so they belong to a process that ended (killed,
+// say) and no replica will renew them. A restarted loopbot resumes its runs at once rather
+// than after the leases' time. Epochs are kept, so the next claim still takes a new one.
+func releaseStale(btx *bolt.Tx) error {
+	if b := btx.Bucket(bucketRunLeases); b != nil {
+		if err := releaseEach(b, func(data []byte) ([]byte, error) {
+			var l bot.Lease
+			if err := json.Unmarshal(data, &l); err != nil || l.Owner == "" {
+				return nil, nil // undecodable leases are as good as released: claims replace them
+			}
+			l.Owner, l.Expires = "", time.Unix(0, 0).UTC()
+			return json.Marshal(&l)
+		}); err != nil {
+			return fmt.Errorf("release stale run leases: %w", err)
+		}
+	}
+	if b := btx.Bucket(bucketLeaders); b != nil {
+		if err := releaseEach(b, func(data []byte) ([]byte, error) {
+			var l bot.Leadership
+			if err := json.Unmarshal(data, &l); err != nil || l.Owner == "" {
+				return nil, nil
+			}
+			l.Owner, l.Expires = "", time.Unix(0, 0).UTC()
+			return json.Marshal(&l)
+		}); err != nil {
+			return fmt.Errorf("release stale leaderships: %w", err)
+		}
+	}
+	return nil
+}
+
+// releaseEach puts release's value for every record of b for which it returns one.
+func releaseEach(b *bolt.Bucket, release func(data []byte) ([]byte, error)) error {
+	changed := map[string][]byte{}
+	err := b.ForEach(func(k, v []byte) error {
+		data, err := release(v)
+		if data != nil {
+			changed[string(k)] = data
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for k, v := range changed {
+		if err := b.Put([]byte(k), v); err != nil {
+			return err
+		}
 	}
 	return nil
 }
