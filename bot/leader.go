@@ -234,7 +234,7 @@ func (b *Bot) replicate(store Store) {
 		margin: min(max(time.Duration(b.cfg.EditInterval), time.Second), ttl/3),
 		now:    b.clock.Now,
 		log:    b.log,
-		won:    func() { b.disp.poke(); b.sched.poke() },
+		won:    func() { b.disp.poke(); poke(b.sweep.wake) },
 	}
 	b.disp.lead, b.sweep.lead = b.lead, b.lead
 }

@@ -365,3 +365,46 @@ func TestOneReplicaSendsTheOutbox(t *testing.T) {
 		}
 	})
 }
+
+// TestNewLeaderSweepsAtOnce leaves an approval pending past its expiry while its replica,
+// the leader, is cut off: the other replica takes the leadership over and expires the
+// approval as it does, not at its sweeper's next tick a minute later.
+func TestNewLeaderSweepsAtOnce(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		clk := &clock{}
+		deploy := &tool{name: "deploy", risk: agent.RiskConfirm, out: "deployed"}
+		m := newModel(t)
+		m.add(use("deploy", `{}`))
+		m.srv.SetFallback(say("Not deployed."))
+		a := newReplica(t, "a", db, clk, m, deploy)
+		time.Sleep(time.Second) // a leads; b starts after it
+		b := newReplica(t, "b", db, clk, m, deploy)
+		res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "deploy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusAwaitingApproval {
+			t.Fatalf("run is %s, want awaiting approval", rec.Status)
+		}
+		a.store.cut.Store(true)
+		clk.Advance(31 * time.Minute) // past the approval's expiry and a's leadership
+		time.Sleep(11 * time.Second)  // b's election comes round, not its sweeper's tick
+		synctest.Wait()
+		var aps []*bot.Approval
+		if err := db.View(context.Background(), func(tx bot.Tx) error {
+			var err error
+			aps, err = tx.Approvals(res.RunID)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(aps) != 1 || aps[0].Status != bot.ApprovalExpired {
+			t.Errorf("approvals %+v, want the one expired by b", aps)
+		}
+		if !b.log.has("this replica leads") || deploy.calls.Load() != 0 {
+			t.Errorf("b leads: %v; deploy ran %d times, want never", b.log.has("this replica leads"), deploy.calls.Load())
+		}
+	})
+}

@@ -21,11 +21,13 @@ type sweeper struct {
 	settled func()
 	// lead says whether this replica sweeps (leader.go); nil always does.
 	lead *leader
+	// wake starts a pass at once: this replica has just become leader.
+	wake chan struct{}
 }
 
 func newSweeper(store Store, recs *records, log *slog.Logger, expiry time.Duration, decided func(ApprovalStatus, time.Duration), settled func()) *sweeper {
 	every := min(expiry/10, time.Minute)
-	return &sweeper{store: store, recs: recs, log: log, every: max(every, time.Second), decided: decided, settled: settled}
+	return &sweeper{store: store, recs: recs, log: log, every: max(every, time.Second), decided: decided, settled: settled, wake: make(chan struct{}, 1)}
 }
 
 // loop sweeps until ctx ends.
@@ -40,6 +42,7 @@ func (s *sweeper) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-s.wake:
 		}
 	}
 }
