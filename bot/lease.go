@@ -12,10 +12,10 @@ import (
 	"github.com/loopbot/loopbot/agent"
 )
 
-// claimBatch is how many runs one claim takes at most: a replica takes a few at a time, so
-// that the runs created in a burst spread over the replicas instead of going to whichever
-// asked first.
-const claimBatch = 4
+// claimBatch is how many runs one claim takes at most. A replica claims only for its free
+// slots (max_concurrent_runs, 8 by default), so a burst of runs spreads over the replicas;
+// the cap keeps one claim's transaction short for a replica with many slots.
+const claimBatch = 32
 
 // ownership is the scheduler's side of run leases (Leaser): the lease of every run this
 // replica owns, whether a goroutine works on it or it is held after failed saves. Every
@@ -95,7 +95,7 @@ func (s *scheduler) ready(ctx context.Context) ([]string, error) {
 		})
 		return ids, err
 	}
-	s.heartbeat(ctx)
+	s.heartbeat(ctx, s.beatDue.Swap(false))
 	s.mu.Lock()
 	stopped, free := s.stopped, s.maxRuns-len(s.running)
 	s.mu.Unlock()
@@ -139,9 +139,10 @@ func (s *scheduler) isHeld(id string) bool {
 }
 
 // heartbeat renews the leases of this replica's runs once a third of their time is gone,
-// and interrupts a goroutine whose run was taken over (its lease is refused) or ended by
-// someone else, such as a cancel written by another replica.
-func (s *scheduler) heartbeat(ctx context.Context) {
+// and interrupts a goroutine whose run was taken over (its lease is refused) or, when
+// checkEnded is set (on the beat's tick, not every wake), ended by someone else, such as a
+// cancel written by another replica.
+func (s *scheduler) heartbeat(ctx context.Context, checkEnded bool) {
 	now := s.own.now()
 	leases := s.own.all()
 	for _, l := range leases {
@@ -163,6 +164,9 @@ func (s *scheduler) heartbeat(ctx context.Context) {
 		default:
 			s.own.set(renewed)
 		}
+	}
+	if !checkEnded {
+		return
 	}
 	var ended []string
 	err := s.store.View(ctx, func(tx Tx) error {
@@ -203,6 +207,7 @@ func (s *scheduler) beat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			s.beatDue.Store(true)
 			s.poke()
 		}
 	}

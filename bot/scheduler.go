@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -32,6 +33,9 @@ type scheduler struct {
 	// own holds the leases of the runs this replica works on (lease.go); nil for a store
 	// without leases, where this process owns every run.
 	own *ownership
+	// beatDue is set by the heartbeat's tick: the next pass also checks that the runs this
+	// replica works on have not ended elsewhere.
+	beatDue atomic.Bool
 
 	runs sync.WaitGroup // run goroutines
 
