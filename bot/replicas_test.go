@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -19,43 +18,12 @@ import (
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
+	"github.com/loopbot/loopbot/store/storetest"
 )
 
 // Replicas in these tests are bots sharing one bbolt handle, each with its replica ID, its
 // own platform recorder and its own log: as far as the bot can tell, processes sharing a
 // database. They share the clock, which a test moves past a lease's time.
-
-// errCut is what a replica cut off from the store hears.
-var errCut = errors.New("connection refused")
-
-// cutStore is a replica's way to the store that a test can cut for claims, renewals and
-// elections, as a replica that is paused (SIGSTOP) or partitioned stops renewing. Its other
-// writes still arrive, as a paused replica's late write does once it wakes.
-type cutStore struct {
-	*store.DB
-	cut atomic.Bool
-}
-
-func (s *cutStore) ClaimRuns(ctx context.Context, owner string, n int, now time.Time, ttl time.Duration) ([]bot.Lease, error) {
-	if s.cut.Load() {
-		return nil, errCut
-	}
-	return s.DB.ClaimRuns(ctx, owner, n, now, ttl)
-}
-
-func (s *cutStore) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl time.Duration) (bot.Lease, error) {
-	if s.cut.Load() {
-		return bot.Lease{}, errCut
-	}
-	return s.DB.RenewLease(ctx, l, now, ttl)
-}
-
-func (s *cutStore) Lead(ctx context.Context, role, owner string, now time.Time, ttl time.Duration) (bot.Leadership, error) {
-	if s.cut.Load() {
-		return bot.Leadership{}, errCut
-	}
-	return s.DB.Lead(ctx, role, owner, now, ttl)
-}
 
 // logBuffer is a log a test reads while the bot writes it.
 type logBuffer struct {
@@ -78,7 +46,7 @@ func (b *logBuffer) has(s string) bool {
 type replica struct {
 	id    string
 	bot   *bot.Bot
-	store *cutStore
+	store *storetest.Cut
 	plat  *recorder
 	log   *logBuffer
 }
@@ -90,7 +58,7 @@ func newReplica(t *testing.T, id string, db *store.DB, clk *clock, m *model, too
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{id: id, store: &cutStore{DB: db}, plat: &recorder{}, log: &logBuffer{}}
+	r := &replica{id: id, store: &storetest.Cut{Replicated: db}, plat: &recorder{}, log: &logBuffer{}}
 	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := bot.Config{ReplicaID: id, EditInterval: agent.Duration(time.Second)}
 	r.bot, err = bot.New(cfg, r.store, ag, []bot.Platform{r.plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
@@ -207,7 +175,7 @@ func TestTakenOverRunFencesTheStaleReplica(t *testing.T) {
 		}
 
 		// a stops renewing (paused, partitioned) and its lease runs out.
-		a.store.cut.Store(true)
+		a.store.Set(true)
 		clk.Advance(31 * time.Second)
 		b := newReplica(t, "b", db, clk, m, charge)
 		synctest.Wait()
@@ -351,7 +319,7 @@ func TestOneReplicaSendsTheOutbox(t *testing.T) {
 		if len(a.plat.sent(bot.KindAnswer)) != 1 || len(b.plat.sent("")) != 0 {
 			t.Fatalf("a sent %d answers and b made %d calls, want the leader a to send the one answer", len(a.plat.sent(bot.KindAnswer)), len(b.plat.sent("")))
 		}
-		a.store.cut.Store(true)
+		a.store.Set(true)
 		clk.Advance(31 * time.Second)
 		time.Sleep(10 * time.Second) // b's election comes round
 		synctest.Wait()
@@ -388,7 +356,7 @@ func TestNewLeaderSweepsAtOnce(t *testing.T) {
 		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusAwaitingApproval {
 			t.Fatalf("run is %s, want awaiting approval", rec.Status)
 		}
-		a.store.cut.Store(true)
+		a.store.Set(true)
 		clk.Advance(31 * time.Minute) // past the approval's expiry and a's leadership
 		time.Sleep(11 * time.Second)  // b's election comes round, not its sweeper's tick
 		synctest.Wait()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,8 +18,8 @@ import (
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store/postgres"
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
+	"github.com/loopbot/loopbot/store/storetest"
 )
 
 // Two bot.Bot instances on one PostgreSQL database, each through its own pool, as two
@@ -39,36 +38,6 @@ func (t handler) RoundTrip(req *http.Request) (*http.Response, error) {
 type testClock struct{ skip atomic.Int64 }
 
 func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.skip.Load())) }
-
-// cutDB is a replica's way to the database that the test cuts for claims, renewals and
-// elections, as a paused replica stops renewing; its late checkpoint still arrives.
-type cutDB struct {
-	*postgres.DB
-	cut atomic.Bool
-}
-
-var errCut = errors.New("connection refused")
-
-func (s *cutDB) ClaimRuns(ctx context.Context, owner string, n int, now time.Time, ttl time.Duration) ([]bot.Lease, error) {
-	if s.cut.Load() {
-		return nil, errCut
-	}
-	return s.DB.ClaimRuns(ctx, owner, n, now, ttl)
-}
-
-func (s *cutDB) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl time.Duration) (bot.Lease, error) {
-	if s.cut.Load() {
-		return bot.Lease{}, errCut
-	}
-	return s.DB.RenewLease(ctx, l, now, ttl)
-}
-
-func (s *cutDB) Lead(ctx context.Context, role, owner string, now time.Time, ttl time.Duration) (bot.Leadership, error) {
-	if s.cut.Load() {
-		return bot.Leadership{}, errCut
-	}
-	return s.DB.Lead(ctx, role, owner, now, ttl)
-}
 
 type logBuf struct {
 	mu  sync.Mutex
@@ -124,7 +93,7 @@ func (c *charge) Call(ctx context.Context, inv agent.Invocation) (string, error)
 }
 
 type replica struct {
-	db   *cutDB
+	db   *storetest.Cut
 	bot  *bot.Bot
 	plat *platform
 	log  *logBuf
@@ -141,7 +110,7 @@ func startReplica(t *testing.T, id, url string, clk *testClock, srv *llmtest.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{db: &cutDB{DB: openURL(t, url)}, plat: &platform{}, log: &logBuf{}}
+	r := &replica{db: &storetest.Cut{Replicated: openURL(t, url)}, plat: &platform{}, log: &logBuf{}}
 	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(3 * time.Second)}
 	r.bot, err = bot.New(cfg, r.db, ag, []bot.Platform{r.plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
@@ -211,7 +180,7 @@ func TestReplicasTakeOverAndFence(t *testing.T) {
 		t.Fatalf("lease while a works = %+v, %v; want a's at epoch 1", l, err)
 	}
 
-	a.db.cut.Store(true)
+	a.db.Set(true)
 	clk.skip.Add(int64(4 * time.Second))
 	b := startReplica(t, "b", url, clk, srv, tool)
 	eventually(t, "b to take the run over", func() bool {
