@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -373,6 +374,59 @@ func TestNewLeaderSweepsAtOnce(t *testing.T) {
 		}
 		if !b.log.has("this replica leads") || deploy.calls.Load() != 0 {
 			t.Errorf("b leads: %v; deploy ran %d times, want never", b.log.has("this replica leads"), deploy.calls.Load())
+		}
+	})
+}
+
+// renewless is a store whose lease renewals fail (a transaction that timed out, say) while
+// claims go through.
+type renewless struct{ *store.DB }
+
+func (renewless) RenewLease(context.Context, bot.Lease, time.Time, time.Duration) (bot.Lease, error) {
+	return bot.Lease{}, errors.New("renew lease: timeout")
+}
+
+// TestOwnLapsedLeaseClaimedAgain lets a replica's lease lapse because its renewals fail:
+// its next claim takes its own running run again under a new epoch, and the goroutine goes
+// on under that lease: the call's result is saved and the run completes, without a second
+// goroutine or a second call.
+func TestOwnLapsedLeaseClaimedAgain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		clk := &clock{}
+		charge := newGateTool("charge")
+		m := newModel(t)
+		m.add(use("charge", `{}`), say("Charged."))
+		ag, err := agent.New(agent.Config{MaxSteps: 50, NoProgressSteps: noProgressOff}, m.client, []agent.Tool{charge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := bot.Config{ReplicaID: "a", EditInterval: agent.Duration(time.Second)}
+		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
+		b, err := bot.New(cfg, renewless{db}, ag, []bot.Platform{&recorder{}}, bot.WithClock(clk.Now), bot.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer b.Stop(context.Background())
+		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "charge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-charge.started
+		clk.Advance(31 * time.Second)
+		time.Sleep(10 * time.Second) // the heartbeat: the renewal fails, the claim succeeds
+		synctest.Wait()
+		if l := leaseOf(t, db, res.RunID); l.Owner != "a" || l.Epoch != 2 {
+			t.Fatalf("lease after the lapse = %+v, want a's again at epoch 2", l)
+		}
+		close(charge.release)
+		synctest.Wait()
+		rec := runOf(t, db, res.RunID)
+		if rec.Status != agent.StatusCompleted || rec.State.Calls[0].Status != agent.CallSucceeded || charge.calls.Load() != 1 {
+			t.Errorf("run is %s with its call %s after %d calls, want completed, succeeded, once", rec.Status, rec.State.Calls[0].Status, charge.calls.Load())
 		}
 	})
 }
