@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,startup,autonomy]
+//	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,makespan-replicas,startup,autonomy]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
@@ -43,6 +43,11 @@
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
+//	makespan-replicas  makespan_ratio_replicas: the same burst on three bots in this
+//	         process sharing the PostgreSQL database of -database-url (or
+//	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the
+//	         runs go to whichever replica claims them, and the elected one sends every
+//	         answer. Without a URL it measures nothing.
 //	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
 //	         -loopbot names one) from exec to its first 200 from /healthz, median of several
 //	         starts, and its RSS after sitting idle with its store and web console open,

@@ -63,6 +63,7 @@ var scenarios = []scenario{
 	{name: "chat", run: chatCalls},
 	{name: "ack", run: ackLatency},
 	{name: "makespan", run: makespan},
+	{name: "makespan-replicas", run: makespanReplicas},
 	{name: "startup", run: startup},
 	{name: "autonomy", run: autonomyCorpus},
 }
@@ -97,7 +98,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs.IntVar(&o.stepRuns, "step-runs", 20, "step: runs to measure")
 	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
-	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres: the PostgreSQL database to checkpoint to; empty takes LOOPBOT_DATABASE_URL, and without either the scenario measures nothing")
+	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres and makespan-replicas: the PostgreSQL database to use; empty takes LOOPBOT_DATABASE_URL, and without either those scenarios measure nothing")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
 	fs.IntVar(&o.promptBudget, "prompt-budget", 12000, "prompt: ContextTokens of the run with context management")
