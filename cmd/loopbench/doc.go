@@ -12,7 +12,7 @@
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
-//	                       [-database-url=URL]
+//	                       [-database-url=URL] [-replicas=N]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per
 // figure with a note on how it was measured, and then, as its last line, one JSON object
@@ -43,7 +43,7 @@
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
-//	makespan-replicas  makespan_ratio_replicas: the same burst on three bots in this
+//	makespan-replicas  makespan_ratio_replicas: the same burst on three bots (-replicas) in this
 //	         process sharing the PostgreSQL database of -database-url (or
 //	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the
 //	         runs go to whichever replica claims them, and the elected one sends every

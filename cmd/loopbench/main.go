@@ -36,6 +36,7 @@ type options struct {
 	loopbot     string
 
 	databaseURL string
+	replicas    int
 }
 
 // figure is one measured value: Key names it in the JSON line, Note says in the table how
@@ -98,6 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs.IntVar(&o.stepRuns, "step-runs", 20, "step: runs to measure")
 	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
+	fs.IntVar(&o.replicas, "replicas", 3, "makespan-replicas: bots sharing the database")
 	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres and makespan-replicas: the PostgreSQL database to use; empty takes LOOPBOT_DATABASE_URL, and without either those scenarios measure nothing")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
@@ -116,7 +118,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.promptBudget < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
-		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 {
+		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 || o.replicas < 1 {
 		return fmt.Errorf("sizes must be positive")
 	}
 	chosen, err := choose(*pick)

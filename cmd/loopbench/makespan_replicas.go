@@ -14,13 +14,10 @@ import (
 	"github.com/loopbot/loopbot/store/postgres"
 )
 
-// replicaCount is how many replicas makespan-replicas runs.
-const replicaCount = 3
-
-// makespanReplicas is the makespan scenario on three replicas sharing the PostgreSQL
-// database of -database-url (or LOOPBOT_DATABASE_URL): three bots in this process, each with
-// its own connection pool, agent and model client, as three processes on one machine would
-// be, taking the mentions in turn. The runs go to whichever replica claims them; one of
+// makespanReplicas is the makespan scenario on replicas (three unless -replicas says)
+// sharing the PostgreSQL database of -database-url (or LOOPBOT_DATABASE_URL): bots in this
+// process, each with its own connection pool, agent and model client, as processes on one
+// machine would be, taking the mentions in turn. The runs go to whichever replica claims them; one of
 // them, elected, sends every answer. Without a URL the scenario says so and measures
 // nothing.
 func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
@@ -43,7 +40,7 @@ func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var bots []*bot.Bot
 	var first *postgres.DB
-	for i := range replicaCount {
+	for i := range o.replicas {
 		db, err := postgres.Open(ctx, url)
 		if err != nil {
 			return nil, err
@@ -83,6 +80,6 @@ func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
 	return []figure{{
 		Key: "makespan_ratio_replicas", Value: wall.Seconds() / ideal.Seconds(), Unit: "ratio",
 		Note: fmt.Sprintf("as makespan_ratio, on %d replicas in this process sharing PostgreSQL at %s (a pool each): %d runs accepted in %s, last completed after %s, ideal %s",
-			replicaCount, first.URL(), o.makespanRuns, accepted.Round(time.Millisecond), wall.Round(time.Millisecond), ideal),
+			o.replicas, first.URL(), o.makespanRuns, accepted.Round(time.Millisecond), wall.Round(time.Millisecond), ideal),
 	}}, nil
 }
