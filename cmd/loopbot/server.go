@@ -85,6 +85,9 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.sanity != nil {
 		opts = append(opts, agent.WithSanity(models.sanity))
 	}
+	if models.planner != nil {
+		opts = append(opts, agent.WithPlanner(models.planner))
+	}
 	ag, err := agent.New(acfg, models.executor, met.tools(s.tools.Tools()), opts...)
 	if err != nil {
 		return nil, err
