@@ -70,11 +70,36 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	if f, ok := plannerExchange(st.Planning); ok {
+		m.Fields = append(m.Fields, f)
+	}
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}
 	}
 	return m
+}
+
+// plannerExchange is the latest question an executor asked and the answer it got, collapsed
+// to a line each, for the card of a planned run; the whole conversation is in
+// `loopbot runs show`.
+func plannerExchange(p *agent.Planning) (Field, bool) {
+	q, a := p.LastQuestion()
+	if q == nil {
+		return Field{}, false
+	}
+	v := clip(strings.Join(strings.Fields(q.Text), " "), 200)
+	switch {
+	case a != nil:
+		who := "Planner"
+		if a.From != "planner" {
+			who = "Answered by " + strings.TrimPrefix(a.From, "person ")
+		}
+		v += "\n" + who + ": " + clip(strings.Join(strings.Fields(a.Text), " "), 200)
+	default:
+		v += "\n(waiting for an answer)"
+	}
+	return Field{Name: "Question from " + q.From, Value: v}, true
 }
 
 // statusLabel says where a run is in words.
