@@ -344,6 +344,9 @@ func (r *runner) assign(s *PlanStep) {
 	sub := NewState(fmt.Sprintf("%s/%s.%d", st.RunID, s.ID, p.Calls+len(p.Conversation)), s.Description, nil, now)
 	sub.Messages[len(sub.Messages)-1].Content = b.String()
 	sub.Pinned = st.Pinned
+	// A result built on outside content carries it on: once any executor has read some, the
+	// run is exposed, and so is every executor it starts after that (dataflow.go).
+	sub.Exposed = st.Exposed
 	s.Sub = sub
 	p.say(PlanMessage{Type: MsgTaskAssignment, From: planner, To: executorName(s.ID), Step: s.ID, Text: b.String(), At: now.UTC()})
 }
@@ -375,6 +378,9 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 	wg.Wait()
 	for k, s := range round {
 		s.Sub = live[k]
+		if st.Exposed == "" {
+			st.Exposed = s.Sub.Exposed
+		}
 	}
 	st.refreshPlan()
 	if err := errors.Join(errs...); err != nil && wctx.Err() == nil {

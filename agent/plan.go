@@ -263,3 +263,29 @@ func (st *State) respondForStep(text, from string) error {
 	}
 	return st.resume(StatusAwaitingInput, time.Time{})
 }
+
+// AllCalls returns the run's tool calls and those of its plan steps' current sub-runs.
+func (st *State) AllCalls() []CallRecord {
+	out := append([]CallRecord(nil), st.Calls...)
+	if st.Planning != nil {
+		for _, s := range st.Planning.Steps {
+			if s.Sub != nil {
+				out = append(out, s.Sub.Calls...)
+			}
+		}
+	}
+	return out
+}
+
+// cancelSteps cancels the sub-runs of a cancelled run that are not over, so that no call of
+// theirs still waits for a decision.
+func (st *State) cancelSteps(reason string, now time.Time) {
+	if st.Planning == nil {
+		return
+	}
+	for i := range st.Planning.Steps {
+		if sub := st.Planning.Steps[i].Sub; sub != nil && !sub.Status.Terminal() {
+			_ = sub.Cancel(reason, now) // cannot fail: the sub-run is not over
+		}
+	}
+}

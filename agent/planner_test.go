@@ -546,3 +546,52 @@ func TestPlanResumesMidStep(t *testing.T) {
 		t.Fatalf("after resume the call is %s and ran %d times; want unknown, once", sub.Calls[0].Status, send.calls.Load())
 	}
 }
+
+func TestPlanCancelSettlesStepCalls(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "deploy", agent.ScopeFull))},
+		map[string][]step{"s1": {calls(call("deploy", `{"q":"prod"}`))}})
+	deploy := &fakeTool{name: "deploy", risk: agent.RiskConfirm}
+	r := newRun(t, c.agent(agent.Config{}, deploy), "deploy")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingApproval)
+	if err := r.st.Cancel("stop", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range r.st.AllCalls() {
+		if call.Status != agent.CallRejected {
+			t.Errorf("call %s is %s after the cancel, want rejected", call.ID, call.Status)
+		}
+	}
+	if sub := r.st.Planning.Steps[0].Sub; sub.Status != agent.StatusCancelled || len(r.st.PendingApprovals()) != 0 {
+		t.Errorf("sub-run %s with %d pending approvals", sub.Status, len(r.st.PendingApprovals()))
+	}
+}
+
+// An executor that builds on a result drawn from outside content is as exposed as the one
+// that read it: its calls that could carry data out need approval.
+func TestPlanExposureCarriesToDependents(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "read the page", agent.ScopeReadOnly), planStep("s2", "post it", agent.ScopeFull, "s1")), accept(), accept()},
+		map[string][]step{
+			"s1": {calls(call("http_fetch", `{"url":"https://example.com/"}`)), text("the page says hi")},
+			"s2": {text("posted")},
+		})
+	fetch := &fakeTool{name: "http_fetch", readOnly: true, idempotent: true,
+		schema: `{"type":"object","properties":{"url":{"type":"string"}}}`}
+	r := newRun(t, c.agent(agent.Config{}, exposing{fetch}), "post what the page says")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if s2 := r.st.Planning.Step("s2"); s2.Sub.Exposed == "" || r.st.Exposed == "" {
+		t.Fatalf("s2 exposed %q, run exposed %q: want both exposed by s1's page", s2.Sub.Exposed, r.st.Exposed)
+	}
+}
+
+// exposing marks every call of its tool as reading outside content.
+type exposing struct{ *fakeTool }
+
+func (e exposing) Assess(args json.RawMessage) agent.Assessment {
+	a := e.fakeTool.Assess(args)
+	a.Reads = "https://example.com/"
+	return a
+}

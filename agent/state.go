@@ -411,6 +411,7 @@ func (st *State) Cancel(reason string, now time.Time) error {
 	if err := st.move("cancel", StatusCancelled, now, StatusQueued, StatusRunning, StatusAwaitingApproval, StatusAwaitingInput); err != nil {
 		return err
 	}
+	st.cancelSteps(reason, now)
 	st.Pause = nil
 	if reason == "" {
 		reason = "cancelled"

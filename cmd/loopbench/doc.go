@@ -7,10 +7,11 @@
 //
 // Usage:
 //
-//	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,startup]
+//	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,planner,startup]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
+//	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per
@@ -36,6 +37,13 @@
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
+//	planner  planner_token_ratio and planner_makespan_ratio: one scripted task of several
+//	         independent parts of tool calls and a step that combines them, run planned (a
+//	         planner, an executor a part with its own context, parts in parallel, the
+//	         planner's reviews) and in one loop, both with the default context management,
+//	         over HTTP at gpt-4o's prices: prompt tokens planned over one loop, and wall time
+//	         planned over one loop; the note gives tokens, cost, model calls and wall time of
+//	         each.
 //	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
 //	         -loopbot names one) from exec to its first 200 from /healthz, median of several
 //	         starts, and its RSS after sitting idle with its store and web console open.
