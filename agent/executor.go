@@ -190,6 +190,7 @@ func (r *runner) runPlan(ctx, wctx context.Context) error {
 		if paused, err := r.pausedSteps(ctx, wctx); err != nil || paused || wctx.Err() != nil {
 			return err
 		}
+		r.steerPlan(wctx)
 		if r.planDone() {
 			return r.complete(ctx, r.planAnswer())
 		}
@@ -328,6 +329,11 @@ func (r *runner) assign(s *PlanStep) {
 	if s.Acceptance != "" {
 		fmt.Fprintf(&b, "It is done when: %s\n", s.Acceptance)
 	}
+	for _, m := range p.Conversation {
+		if m.To == planner && strings.HasPrefix(m.From, "person ") {
+			fmt.Fprintf(&b, "While the run worked, %s said: %s\n", strings.TrimPrefix(m.From, "person "), m.Text)
+		}
+	}
 	if s.Guidance != "" {
 		fmt.Fprintf(&b, "\nThe planner sent the step back to you (attempt %d): %s\n", s.Attempts, s.Guidance)
 	}
@@ -349,6 +355,34 @@ func (r *runner) assign(s *PlanStep) {
 	sub.Exposed = st.Exposed
 	s.Sub = sub
 	p.say(PlanMessage{Type: MsgTaskAssignment, From: planner, To: executorName(s.ID), Step: s.ID, Text: b.String(), At: now.UTC()})
+}
+
+// steerPlan takes what people said to the run since the last round (steer.go): it goes into
+// the conversation for the planner, to the executors at work, and into the assignments of the
+// steps that start later.
+func (r *runner) steerPlan(ctx context.Context) {
+	st := r.st
+	if r.h.Steer == nil {
+		return
+	}
+	notes, err := r.h.Steer(ctx, st.SteerSeq)
+	if err != nil {
+		r.a.log.Warn("read notes for a working run", "run", st.RunID, "err", err)
+		return
+	}
+	for _, n := range notes {
+		if n.Seq <= st.SteerSeq {
+			continue
+		}
+		st.SteerSeq = n.Seq
+		st.Planning.say(PlanMessage{Type: MsgClarification, From: "person " + n.From, To: planner, Text: n.Text, At: r.a.now().UTC()})
+		m := Message{Role: RoleUser, Content: fmt.Sprintf("While you work, %s says: %s", n.From, n.Text)}
+		for i := range st.Planning.Steps {
+			if s := &st.Planning.Steps[i]; s.Status == PlanInProgress && s.Sub != nil && !s.Sub.Status.Terminal() {
+				s.Sub.Messages = append(s.Sub.Messages, m)
+			}
+		}
+	}
 }
 
 // runRound runs the executors of the round at once and waits until each has finished or

@@ -595,3 +595,40 @@ func (e exposing) Assess(args json.RawMessage) agent.Assessment {
 	a.Reads = "https://example.com/"
 	return a
 }
+
+// What a person says to a planned run reaches the planner's conversation and the executors
+// that start after it.
+func TestPlanSteeredByAPerson(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "draft", agent.ScopeReadOnly), planStep("s2", "polish", agent.ScopeReadOnly, "s1")), accept(), accept()},
+		map[string][]step{"s1": {text("a draft")}, "s2": {text("polished")}})
+	r := newRun(t, c.agent(agent.Config{}), "write it")
+	notes := []agent.Note{{Seq: 1, From: "ann", Text: "keep it short"}}
+	h := r.hooks()
+	h.Steer = func(_ context.Context, after int) ([]agent.Note, error) {
+		var out []agent.Note
+		for _, n := range notes {
+			if n.Seq > after {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	}
+	if err := r.ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	r.wantStatus(agent.StatusCompleted)
+	if r.st.SteerSeq != 1 {
+		t.Fatalf("steer seq %d, want the note taken", r.st.SteerSeq)
+	}
+	if !c.exec.sawUserTextIn(c.execRequests("s2")[0], "ann said: keep it short") {
+		t.Error("a later executor was not told the person's note")
+	}
+	found := false
+	for _, m := range r.st.Planning.Conversation {
+		found = found || m.From == "person ann" && m.Text == "keep it short"
+	}
+	if !found {
+		t.Error("the note is not in the conversation")
+	}
+}
