@@ -46,7 +46,9 @@
 //	         each.
 //	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
 //	         -loopbot names one) from exec to its first 200 from /healthz, median of several
-//	         starts, and its RSS after sitting idle with its store and web console open.
+//	         starts, and its RSS after sitting idle with its store and web console open,
+//	         split into idle_anon_mb (its own memory) and idle_file_mb (mapped pages of the
+//	         binary), with idle_heap_inuse_mb, the heap the runtime reports on /metrics.
 //
 // A scenario is one entry of the scenarios table in main.go: a name for -scenarios, a
 // function that returns its figures, and the flags of its sizes.
