@@ -82,7 +82,7 @@ func TestFaultKill9MidPlanStep(t *testing.T) {
 	if pl.Steps[0].Attempts != 1 || pl.Steps[1].Attempts != 1 {
 		t.Errorf("attempts %d and %d, want each step worked on once", pl.Steps[0].Attempts, pl.Steps[1].Attempts)
 	}
-	if !strings.Contains(shown, "did not run it again") {
+	if !strings.Contains(shown, "loopbot stopped while") {
 		t.Errorf("the thread was not told the step's command has an unknown outcome:\n%s", shown)
 	}
 		if b, err := os.ReadFile(ran); err != nil || string(b) != "start\n" {
