@@ -90,7 +90,7 @@ type Config struct {
 	// MaxParallelSteps bounds the plan steps whose executors run at once.
 	MaxParallelSteps int `toml:"max_parallel_steps"`
 	// StepRetries is how many times the planner may send a step back to its executor with
-	// guidance before the step counts as failed.
+	// guidance before the step counts as failed (2 when unset; a negative value allows none).
 	StepRetries int `toml:"step_retries"`
 
 	// AbandonAfter is how long the loop waits for a tool call to return once its context has
@@ -154,8 +154,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("context strategy %q: want %q or %q", c.ContextStrategy, ContextTruncate, ContextSummarize)
 	case c.Planning != "" && c.Planning != PlanningOff && c.Planning != PlanningAuto && c.Planning != PlanningAlways:
 		return fmt.Errorf("planning %q: want %q, %q or %q", c.Planning, PlanningOff, PlanningAuto, PlanningAlways)
-	case c.MaxParallelSteps < 0 || c.StepRetries < 0:
-		return fmt.Errorf("max_parallel_steps and step_retries must not be negative")
+	case c.MaxParallelSteps < 0:
+		return fmt.Errorf("max_parallel_steps must not be negative")
 	case c.NearLimit < 0 || c.NearLimit > 1:
 		return fmt.Errorf("near_limit %v: want a fraction between 0 and 1", c.NearLimit)
 	case c.MaxSteps < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.MaxWall < 0:

@@ -27,7 +27,7 @@ func (r *runner) reviewStep(ctx context.Context, s *PlanStep) (failure string) {
 	if failed {
 		outcome = "the executor failed: " + sub.Error
 	}
-	retriesLeft := r.a.cfg.StepRetries - (s.Attempts - 1)
+	retriesLeft := max(r.a.cfg.StepRetries, 0) - (s.Attempts - 1)
 	done := r.doneSteps()
 	task := r.planBrief() + fmt.Sprintf("\nThe executor of step %s (attempt %d) reports: %s\n\n", s.ID, s.Attempts, truncate(outcome, 3000)) +
 		`Review it against the step's acceptance. Reply {"verdict": "accept", "reason": "..."} if it does the step; ` +

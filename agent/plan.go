@@ -277,8 +277,8 @@ func (st *State) AllCalls() []CallRecord {
 	return out
 }
 
-// cancelSteps cancels the sub-runs of a cancelled run that are not over, so that no call of
-// theirs still waits for a decision.
+// cancelSteps cancels the sub-runs of a run that ended (cancelled, failed, out of budget) and
+// are not over, so that no call of theirs still waits for a decision or seems to run.
 func (st *State) cancelSteps(reason string, now time.Time) {
 	if st.Planning == nil {
 		return

@@ -568,6 +568,23 @@ func TestPlanCancelSettlesStepCalls(t *testing.T) {
 	}
 }
 
+// A planned run that fails while another step waits for approval leaves no call waiting.
+func TestPlanFailSettlesWaitingSteps(t *testing.T) {
+	retry := text(`{"verdict": "retry", "reason": "wrong", "guidance": "again"}`)
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "deploy", agent.ScopeFull), planStep("s2", "guess", agent.ScopeReadOnly)), retry},
+		map[string][]step{"s1": {calls(call("deploy", `{"q":"prod"}`))}, "s2": {text("1")}})
+	deploy := &fakeTool{name: "deploy", risk: agent.RiskConfirm}
+	r := newRun(t, c.agent(agent.Config{StepRetries: -1}, deploy), "deploy and guess")
+	r.advance()
+	r.wantStatus(agent.StatusFailed)
+	for _, call := range r.st.AllCalls() {
+		if call.Status == agent.CallAwaitingApproval {
+			t.Errorf("call %s still awaits approval in a failed run", call.ID)
+		}
+	}
+}
+
 // An executor that builds on a result drawn from outside content is as exposed as the one
 // that read it: its calls that could carry data out need approval.
 func TestPlanExposureCarriesToDependents(t *testing.T) {
