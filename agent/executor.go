@@ -362,24 +362,11 @@ func (r *runner) assign(s *PlanStep) {
 // steps that start later.
 func (r *runner) steerPlan(ctx context.Context) {
 	st := r.st
-	if r.h.Steer == nil {
-		return
-	}
-	notes, err := r.h.Steer(ctx, st.SteerSeq)
-	if err != nil {
-		r.a.log.Warn("read notes for a working run", "run", st.RunID, "err", err)
-		return
-	}
-	for _, n := range notes {
-		if n.Seq <= st.SteerSeq {
-			continue
-		}
-		st.SteerSeq = n.Seq
+	for _, n := range r.newNotes(ctx) {
 		st.Planning.say(PlanMessage{Type: MsgClarification, From: "person " + n.From, To: planner, Text: n.Text, At: r.a.now().UTC()})
-		m := Message{Role: RoleUser, Content: fmt.Sprintf("While you work, %s says: %s", n.From, n.Text)}
 		for i := range st.Planning.Steps {
 			if s := &st.Planning.Steps[i]; s.Status == PlanInProgress && s.Sub != nil && !s.Sub.Status.Terminal() {
-				s.Sub.Messages = append(s.Sub.Messages, m)
+				s.Sub.Messages = append(s.Sub.Messages, noteMessage(n))
 			}
 		}
 	}

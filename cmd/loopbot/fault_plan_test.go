@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,19 +46,7 @@ func TestFaultKill9MidPlanStep(t *testing.T) {
 	p := startLoopbot(t, bin, s.config, s.env, logs)
 	const goal = "check the workspace, then run the slow recorded command"
 	thread := c.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": goal})["thread"].(string)
-	if n := c.press(thread, c.waitFor(thread, approveButton)[1], "ann", 2); n != "" {
-		t.Fatalf("approving the shell call was refused: %q", n)
-	}
-	var ran string
-	awaitCond(t, "the shell command writes start to ran.txt", 30*time.Second, func() bool {
-		found, _ := filepath.Glob(filepath.Join(s.dir, "ws", "*", "ran.txt"))
-		if len(found) != 1 {
-			return false
-		}
-		b, _ := os.ReadFile(found[0])
-		ran = found[0]
-		return string(b) == "start\n"
-	}, func() string { return c.threadText(thread) + "\nlogs:\n" + logs.String() })
+	ran := approveSlowCommand(t, s, c, thread)
 	p.kill()
 
 	p = startLoopbot(t, bin, s.config, s.env, logs)
