@@ -72,7 +72,7 @@ func TestFaultKill9MidPlanStep(t *testing.T) {
 	if !strings.Contains(shown, "loopbot stopped while") {
 		t.Errorf("the thread was not told the step's command has an unknown outcome:\n%s", shown)
 	}
-		if b, err := os.ReadFile(ran); err != nil || string(b) != "start\n" {
+	if b, err := os.ReadFile(ran); err != nil || string(b) != "start\n" {
 		t.Errorf("ran.txt = %q, %v; want the one start of the one run, and no end", b, err)
 	}
 }
