@@ -14,7 +14,8 @@ import (
 // TestPlannedQuestionToPersonInThread runs a planned run through the real binary, store and
 // console: an executor asks a question the planner passes on to the person, the question is
 // posted in the thread, the person's reply there reaches the executor, and the run finishes
-// with the planner's review. `loopbot runs show` then prints the conversation.
+// with the planner's review. `loopbot runs show` then prints the conversation. A second goal,
+// which the planner finds needs no plan, runs unplanned.
 func TestPlannedQuestionToPersonInThread(t *testing.T) {
 	bin := loopbotBinary(t)
 	plan := `{"needs_plan": true, "steps": [{"id": "s1", "description": "book the table", "scope": "full"}]}`
@@ -26,8 +27,12 @@ func TestPlannedQuestionToPersonInThread(t *testing.T) {
 			return llmtest.Text(`{"escalate": true}`)
 		case r.ResponseFormat == "json_object" && strings.Contains(last.Content, " reports: "):
 			return llmtest.Text(`{"verdict": "accept", "reason": "booked"}`)
+		case r.ResponseFormat == "json_object" && strings.Contains(last.Content, "Goal: say hello"):
+			return llmtest.Text(`{"needs_plan": false, "reason": "one reply"}`)
 		case r.ResponseFormat == "json_object":
 			return llmtest.Text(plan)
+		case strings.Contains(r.Messages[len(r.Messages)-1].Content, "say hello"):
+			return llmtest.Text("Hello!")
 		case last.Role == "tool" && strings.Contains(last.Content, "answered: Friday"):
 			return llmtest.Text("Booked the table for Friday.")
 		}
@@ -43,11 +48,22 @@ func TestPlannedQuestionToPersonInThread(t *testing.T) {
 	c.post("/api/threads/"+thread+"/messages", map[string]string{"id": uuid(2), "user": "ann", "text": "Friday"})
 	c.waitFor(thread, regexp.MustCompile(`Booked the table for Friday\.`))
 	shown := c.threadText(thread)
+	// With planning auto, a goal the planner finds needs no plan runs as an unplanned run.
+	const hello = "say hello"
+	other := c.post("/api/threads", map[string]string{"id": uuid(3), "user": "ann", "text": hello})["thread"].(string)
+	c.waitFor(other, regexp.MustCompile(`Hello!`))
+	shownOther := c.threadText(other)
 	p.terminate(25 * time.Second)
 
-	runs := invariants{db: s.db, goals: []string{goal}, shown: []string{shown}, logs: logs.String(), settled: true}.check(t)
-	if len(runs) != 1 || runs[0].Status != agent.StatusCompleted {
-		t.Fatalf("runs = %+v, want one completed", runs)
+	runs := invariants{db: s.db, goals: []string{goal, hello}, shown: []string{shown, shownOther}, logs: logs.String(), settled: true}.check(t)
+	if len(runs) != 2 || runs[0].Status != agent.StatusCompleted || runs[1].Status != agent.StatusCompleted {
+		t.Fatalf("runs = %+v, want two completed", runs)
+	}
+	if runs[0].State.Goal == hello {
+		runs[0], runs[1] = runs[1], runs[0]
+	}
+	if pl := runs[1].State.Planning; pl == nil || !pl.Decided || len(pl.Steps) != 0 || runs[1].State.Answer != "Hello!" {
+		t.Fatalf("the hello run: planning %+v, answer %q; want decided without a plan", pl, runs[1].State.Answer)
 	}
 	q, a := runs[0].State.Planning.LastQuestion()
 	if q == nil || a == nil || q.From != "executor s1" || !strings.HasPrefix(a.From, "person ") || a.Text != "Friday" {
