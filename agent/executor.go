@@ -264,7 +264,13 @@ func (r *runner) pausedSteps(ctx, wctx context.Context) (bool, error) {
 		p := s.Sub.Pause
 		switch p.Kind {
 		case PauseApproval:
-			approvals += len(s.Sub.PendingApprovals())
+			var names []string
+			for _, c := range s.Sub.PendingApprovals() {
+				names = append(names, c.Name)
+			}
+			approvals += len(names)
+			st.Planning.say(PlanMessage{Type: MsgProgressUpdate, From: executorName(s.ID), To: planner, Step: s.ID,
+				Text: "Waiting for a person to approve " + strings.Join(names, ", ") + ".", At: r.a.now().UTC()})
 		case PauseAskUser, PauseQuestion:
 			st.Planning.say(PlanMessage{Type: MsgQuestion, From: executorName(s.ID), To: planner, Step: s.ID, Text: p.Question, At: r.a.now().UTC()})
 			answer, ok := r.answerQuestion(wctx, s, p.Question)

@@ -509,6 +509,13 @@ func TestPlanApprovalPausesAtStepBoundary(t *testing.T) {
 	if deploy.calls.Load() != 1 {
 		t.Errorf("deploy ran %d times", deploy.calls.Load())
 	}
+	found := false
+	for _, m := range r.st.Planning.Conversation {
+		found = found || m.Type == agent.MsgProgressUpdate && m.From == "executor s1" && strings.Contains(m.Text, "approve deploy")
+	}
+	if !found {
+		t.Error("the wait for approval is not in the conversation")
+	}
 }
 
 func TestPlanResumesMidStep(t *testing.T) {
