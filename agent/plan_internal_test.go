@@ -37,3 +37,30 @@ func TestCheckSteps(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPlannerReply feeds the planner's reply parser what a model may send: it must never
+// panic, and a plan it accepts has checked steps.
+func FuzzPlannerReply(f *testing.F) {
+	f.Add(`{"needs_plan": true, "steps": [{"id": "a", "description": "x", "scope": "full", "depends_on": ["b"]}, {"id": "b", "description": "y", "scope": "read_only"}]}`)
+	f.Add(`{"needs_plan": true, "steps": [{"id": "a", "description": "x", "scope": "full", "depends_on": ["a"]}]}`)
+	f.Add(`Sure! {"needs_plan": false} hope that helps }`)
+	f.Add(`{"needs_plan": true, "steps": [{"id": "", "description": "", "scope": "root"}]}`)
+	f.Add(`{{{`)
+	f.Fuzz(func(t *testing.T, reply string) {
+		var out struct {
+			NeedsPlan bool       `json:"needs_plan"`
+			Steps     []stepSpec `json:"steps"`
+		}
+		err := decodePlannerReply(reply, decideSchema, &out, func() error {
+			if !out.NeedsPlan {
+				return nil
+			}
+			return checkSteps(specSteps(out.Steps), nil)
+		})
+		if err == nil && out.NeedsPlan {
+			if len(out.Steps) == 0 || len(out.Steps) > maxPlanSteps {
+				t.Fatalf("accepted a plan of %d steps", len(out.Steps))
+			}
+		}
+	})
+}
