@@ -169,7 +169,10 @@ func (r *runner) runPlan(ctx, wctx context.Context) error {
 				st.Planning.say(PlanMessage{Type: MsgPartialResult, From: executorName(s.ID), To: planner, Step: s.ID, Text: s.Sub.Answer, At: r.a.now().UTC()})
 				return r.exhausted(ctx, strings.TrimSuffix(strings.TrimPrefix(s.Sub.Error, "Stopped: "), "."))
 			case StatusCancelled:
-				continue // the context ended: interrupted() decides
+				if wctx.Err() != nil {
+					continue // the context ended: interrupted() decides
+				}
+				st.Planning.say(PlanMessage{Type: MsgError, From: executorName(s.ID), To: planner, Step: s.ID, Text: s.Sub.Error, At: r.a.now().UTC()})
 			case StatusCompleted:
 				st.Planning.say(PlanMessage{Type: MsgTaskComplete, From: executorName(s.ID), To: planner, Step: s.ID, Text: s.Sub.Answer, At: r.a.now().UTC()})
 			default:
@@ -177,6 +180,8 @@ func (r *runner) runPlan(ctx, wctx context.Context) error {
 			}
 			failure := r.reviewStep(wctx, s)
 			if wctx.Err() != nil {
+				// Interrupted before the verdict: the result is reviewed again on resume.
+				st.Planning.Conversation = st.Planning.Conversation[:len(st.Planning.Conversation)-1]
 				continue
 			}
 			if failure != "" {

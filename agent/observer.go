@@ -44,6 +44,9 @@ func (r *runner) reviewStep(ctx context.Context, s *PlanStep) (failure string) {
 		}
 		return nil
 	})
+	if ctx.Err() != nil {
+		return "" // interrupted: nothing is decided, and the caller leaves the step as it was
+	}
 	if err != nil {
 		r.a.log.Warn("planner could not review; the result is taken as it is", "run", st.RunID, "step", s.ID, "err", err)
 		out = review{Verdict: VerdictAccept, Reason: "the planner gave no valid review"}

@@ -656,3 +656,40 @@ func TestPlanSteeredByAPerson(t *testing.T) {
 		t.Error("the note is not in the conversation")
 	}
 }
+
+// A shutdown while the planner reviews a result leaves the step to be reviewed again when the
+// run resumes, not accepted by default.
+func TestPlanReviewInterrupted(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "look", agent.ScopeReadOnly)), accept()},
+		map[string][]step{"s1": {text("seen")}})
+	ag := c.agent(agent.Config{})
+	r := newRun(t, ag, "look")
+	ctx, cancel := context.WithCancel(context.Background())
+	// The planner's second call (the review) fails as the context ends: a shutdown.
+	replies := []step{planJSON(planStep("s1", "look", agent.ScopeReadOnly)), failure(500), accept()}
+	n := 0
+	c.planner.route = func(req agent.Request) step {
+		n++
+		if n == 2 {
+			cancel()
+		}
+		return replies[n-1]
+	}
+	if err := ag.Run(ctx, r.st, r.hooks()); err == nil {
+		t.Fatal("an interrupted run returned no error")
+	}
+	if s := r.st.Planning.Steps[0]; s.Status != agent.PlanInProgress {
+		t.Fatalf("after the interruption the step is %s, want still in progress", s.Status)
+	}
+	r.reload()
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	var types []agent.MessageType
+	for _, m := range r.st.Planning.Conversation {
+		types = append(types, m.Type)
+	}
+	if fmt.Sprint(types) != "[progress_update task_assignment task_complete progress_update]" {
+		t.Errorf("conversation %v", types)
+	}
+}
