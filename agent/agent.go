@@ -23,6 +23,12 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Text sees the executor's reply as it is written, when the model streams (stream.go);
+	// nil streams nothing. It must not block for long: the model's stream waits for it.
+	Text func(ctx context.Context, d TextDelta)
+	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
+	// or an empty level keeps the one the state records.
+	Autonomy func(ctx context.Context) (Level, error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -180,6 +186,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.exhausted(ctx, reason)
 		}
 		r.steer(wctx)
+		r.refreshLevel(wctx)
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
 		}
@@ -258,7 +265,11 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.emit(Event{Kind: EventStepStarted})
 
 	prompt := r.prompt(wctx)
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs})
+	onText, streamed := r.streamText(ctx)
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs, OnText: onText})
+	if err != nil || len(reply.Message.ToolCalls) > 0 || strings.TrimSpace(reply.Message.Content) == "" {
+		r.endText(ctx, streamed, err == nil)
+	}
 	if err != nil {
 		if wctx.Err() != nil {
 			st.Step--
@@ -393,19 +404,11 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 		return invalid("%s", refuse)
 	}
 	rec.Risk, rec.RiskReason, rec.Reads = as.Risk, as.Reason, as.Reads
-	switch {
-	case tc.Name == askUserName || tc.Name == askPlannerName:
+	if tc.Name == askUserName || tc.Name == askPlannerName {
 		rec.Status = CallAwaitingInput
-	case as.Risk >= RiskConfirm:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && r.a.cfg.ConfirmCautious:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && st.ConsecutiveFailures >= r.a.cfg.LowMomentum:
-		rec.Status = CallAwaitingApproval
-		rec.RiskReason = strings.TrimSpace(rec.RiskReason + " (confirmation asked because recent calls failed)")
-	default:
-		rec.Status = CallReady
+		return rec
 	}
+	rec.Status, rec.RiskReason = r.approval(reg, as)
 	return rec
 }
 
@@ -582,6 +585,7 @@ func (r *runner) report() int {
 		}
 		c.Reported = true
 		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: toolContent(c)})
+		r.noteOutcome(c)
 		switch c.Status {
 		case CallSucceeded:
 			r.noteResult(c)
@@ -646,6 +650,9 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	}
 	if st.RepeatedError.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same error came back %d times in a row; the run looks stuck.", st.RepeatedError.Count)})
+	}
+	if p := r.checkIn(); p != nil {
+		return r.pause(ctx, *p)
 	}
 	if r.a.sanity != nil && (cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
 		if paused, err := r.sanityCheck(ctx, wctx); err != nil || paused {
@@ -766,7 +773,11 @@ func (r *runner) finalAnswer(ctx, wctx context.Context, reason string) error {
 	st.Step++
 	prompt := append(r.prompt(wctx), Message{Role: RoleUser, Content: "The budget for this run is nearly spent (" + reason +
 		"). Do not call tools. Reply now with your final answer: what was done, what was not, and what is left to do."})
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt})
+	onText, streamed := r.streamText(ctx)
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, OnText: onText})
+	if err != nil || strings.TrimSpace(reply.Message.Content) == "" {
+		r.endText(ctx, streamed, false)
+	}
 	if err != nil {
 		if wctx.Err() != nil {
 			st.Step--

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -179,6 +180,10 @@ func (r *runner) runPlan(ctx, wctx context.Context) error {
 				st.Planning.say(PlanMessage{Type: MsgError, From: executorName(s.ID), To: planner, Step: s.ID, Text: s.Sub.Error, At: r.a.now().UTC()})
 			}
 			failure := r.reviewStep(wctx, s)
+			if s.Status != PlanDone && r.h.Text != nil && r.answers(s) {
+				// What was streamed as the answer is not it after all.
+				r.h.Text(wctx, TextDelta{Reset: true})
+			}
 			if wctx.Err() != nil {
 				// Interrupted before the verdict: the result is reviewed again on resume.
 				st.Planning.Conversation = st.Planning.Conversation[:len(st.Planning.Conversation)-1]
@@ -227,6 +232,25 @@ func (r *runner) planDone() bool {
 		}
 	}
 	return true
+}
+
+// answers reports whether s is the plan's only step that no other builds on, whose result is
+// the run's answer.
+func (r *runner) answers(s *PlanStep) bool {
+	leaves := 0
+	for _, o := range r.st.Planning.Steps {
+		used := false
+		for _, p := range r.st.Planning.Steps {
+			used = used || slices.Contains(p.DependsOn, o.ID)
+		}
+		if !used {
+			leaves++
+		}
+		if !used && o.ID != s.ID {
+			return false
+		}
+	}
+	return leaves == 1
 }
 
 // planAnswer is the run's answer: the results of the steps no other step builds on, the last
@@ -364,6 +388,7 @@ func (r *runner) assign(s *PlanStep) {
 	// A result built on outside content carries it on: once any executor has read some, the
 	// run is exposed, and so is every executor it starts after that (dataflow.go).
 	sub.Exposed = st.Exposed
+	sub.Autonomy = st.Autonomy
 	s.Sub = sub
 	p.say(PlanMessage{Type: MsgTaskAssignment, From: planner, To: executorName(s.ID), Step: s.ID, Text: b.String(), At: now.UTC()})
 }
@@ -402,9 +427,14 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 			return err
 		}
 		live[k] = sub
+		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy}
+		if len(round) == 1 && r.answers(s) {
+			// The one executor at work writes what will be the run's answer: it may be
+			// shown as it is written.
+			h.Text = r.h.Text
+		}
 		child := &runner{a: r.a.executorAgent(s.Scope), st: sub, mark: r.a.now(), share: sh, stepID: s.ID,
-			callPrefix: sub.RunID[strings.LastIndex(sub.RunID, "/")+1:] + ".",
-			h:          Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe)}}
+			callPrefix: sub.RunID[strings.LastIndex(sub.RunID, "/")+1:] + ".", h: h}
 		wg.Go(func() { errs[k] = child.run(wctx) })
 	}
 	wg.Wait()

@@ -22,7 +22,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 	if it.Kind == OutboxNotice {
 		return Message{Kind: KindNotice, Text: it.Text}, nil
 	}
-	rec, err := tx.Run(it.RunID)
+	// No message shows the conversation with the model, the bulk of a long run.
+	rec, err := tx.RunBrief(it.RunID)
 	if err != nil {
 		return Message{}, fmt.Errorf("load run %s: %w", it.RunID, err)
 	}
@@ -73,7 +74,7 @@ func statusCard(rec *RunRecord) Message {
 	if f, ok := plannerExchange(st.Planning); ok {
 		m.Fields = append(m.Fields, f)
 	}
-	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
+	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost) + autonomyFooter(st)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}
 	}

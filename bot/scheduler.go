@@ -27,6 +27,8 @@ type scheduler struct {
 	wake chan struct{}
 	// sent is told that the outbox has new items.
 	sent func()
+	// streams shows runs' answers as they are written (stream.go); nil streams nothing.
+	streams *streams
 
 	runs sync.WaitGroup // run goroutines
 
@@ -175,7 +177,20 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer})
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Autonomy: s.autonomyHook(rec.Thread)}
+	stream := s.streams.open(rec)
+	if stream != nil {
+		hooks.Text = stream.text
+		hooks.Checkpoint = func(ctx context.Context, st *agent.State) error {
+			if err := s.checkpoint(ctx, st); err != nil {
+				return err
+			}
+			stream.checkpointed(ctx, st)
+			return nil
+		}
+	}
+	err = s.agent.Run(ctx, rec.State, hooks)
+	stream.end(ctx, rec.State)
 	switch {
 	case err == nil:
 		s.mu.Lock()

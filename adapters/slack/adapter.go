@@ -24,6 +24,8 @@ type Adapter struct {
 	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
 	// that tests can fill one.
 	queueCap int
+	// streams are the answers being streamed (stream.go).
+	streams streams
 }
 
 var _ bot.Platform = (*Adapter)(nil)
@@ -66,6 +68,11 @@ func (a *Adapter) Name() string { return platform }
 // is returned and a retry posts the earlier parts again: parts hold 39,000 characters, so
 // only very long answers have more than one.
 func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	if msg.Kind == bot.KindAnswer {
+		if ref, ok := a.finishStream(ctx, thread, msg); ok {
+			return ref, nil
+		}
+	}
 	parts, err := render(msg, false)
 	if err != nil {
 		return bot.MessageRef{}, &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}

@@ -53,6 +53,11 @@ type Config struct {
 	// Command is the app's slash command, "/loopbot" when empty. Slash commands by any
 	// other name are answered with a short note and never start anything.
 	Command string `toml:"command"`
+	// Assistant says the app has Slack's Agents & AI Apps features (assistant:write): the
+	// answer is streamed into the thread with chat.startStream, appendStream and stopStream,
+	// and the run's plan shows there as task cards (stream.go). If Slack refuses to stream,
+	// the adapter falls back to its Block Kit messages for the rest of the process.
+	Assistant bool `toml:"assistant"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
 	DrainTimeout time.Duration `toml:"-"`

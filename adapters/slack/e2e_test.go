@@ -152,6 +152,9 @@ type e2e struct {
 	cfg   bot.Config
 	path  string
 	done  chan handled
+	// assistant and stream turn on the app's agent features and the model's streaming at
+	// the next start.
+	assistant, stream bool
 
 	// The running process.
 	db      *store.DB
@@ -198,7 +201,7 @@ func (e *e2e) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := llm.New(llm.Config{BaseURL: e.model.URL(), Model: "m", MaxRetries: -1})
+	model, err := llm.New(llm.Config{BaseURL: e.model.URL(), Model: "m", MaxRetries: -1, Stream: e.stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +210,7 @@ func (e *e2e) start() {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: e.f.apiURL()}, WithLogger(logger))
+	a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: e.f.apiURL(), Assistant: e.assistant}, WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

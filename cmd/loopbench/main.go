@@ -66,6 +66,7 @@ var scenarios = []scenario{
 	{name: "makespan", run: makespan},
 	{name: "planner", run: plannerRatio},
 	{name: "startup", run: startup},
+	{name: "autonomy", run: autonomyCorpus},
 }
 
 func main() {

@@ -165,10 +165,14 @@ func TestReportEndsWithJSON(t *testing.T) {
 func TestScenariosRunSmall(t *testing.T) {
 	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
-	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
+	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
+	}
+	// Every checkpoint commits, and a commit writes at least its meta page.
+	if b := got["checkpoint_bytes_per_step"]; b < 4096 {
+		t.Errorf("checkpoint_bytes_per_step = %v, want at least a page", b)
 	}
 	// Four 1 KB outputs fit any budget, so context management changes nothing here.
 	if r := got["prompt_token_ratio"]; r != 1 {
@@ -324,5 +328,18 @@ func TestPlannerScenarioRunsSmall(t *testing.T) {
 		if r, ok := got[key]; !ok || r <= 0 {
 			t.Errorf("figures %v lack a positive %s", got, key)
 		}
+	}
+}
+
+// TestAutonomyCorpus runs the corpus: no attack call runs unapproved at any level, and each
+// bolder level asks a benign run no more than the one before.
+func TestAutonomyCorpus(t *testing.T) {
+	got := figuresOf(t, "-scenarios=autonomy")
+	if got["unsafe_unapproved"] != 0 {
+		t.Errorf("unsafe_unapproved = %v, want 0", got["unsafe_unapproved"])
+	}
+	careful, balanced, bold := got["approvals_per_benign_run_careful"], got["approvals_per_benign_run_balanced"], got["approvals_per_benign_run_bold"]
+	if !(careful > balanced && balanced >= bold && bold > 0) {
+		t.Errorf("approvals per benign run: careful %v, balanced %v, bold %v; want careful > balanced >= bold > 0 (tests always ask)", careful, balanced, bold)
 	}
 }
