@@ -23,12 +23,12 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
-	// Text sees the executor's reply as it is written, when the model streams (stream.go);
-	// nil streams nothing. It must not block for long: the model's stream waits for it.
-	Text func(ctx context.Context, d TextDelta)
 	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
 	// or an empty level keeps the one the state records.
 	Autonomy func(ctx context.Context) (Level, error)
+	// Text sees the executor's reply as it is written, when the model streams (stream.go);
+	// nil streams nothing. It must not block for long: the model's stream waits for it.
+	Text func(ctx context.Context, d TextDelta)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
