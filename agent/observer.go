@@ -29,6 +29,9 @@ func (r *runner) reviewStep(ctx context.Context, s *PlanStep) (failure string) {
 	}
 	retriesLeft := max(r.a.cfg.StepRetries, 0) - (s.Attempts - 1)
 	done := r.doneSteps()
+	if !failed {
+		done[s.ID] = true // a revision keeps the step under review as done: it may build on it
+	}
 	task := r.planBrief() + fmt.Sprintf("\nThe executor of step %s (attempt %d) reports: %s\n\n", s.ID, s.Attempts, truncate(outcome, 3000)) +
 		`Review it against the step's acceptance. Reply {"verdict": "accept", "reason": "..."} if it does the step; ` +
 		fmt.Sprintf(`{"verdict": "retry", "reason": "...", "guidance": "what to do differently"} to send it back (%d retries left); `, retriesLeft) +
@@ -37,6 +40,8 @@ func (r *runner) reviewStep(ctx context.Context, s *PlanStep) (failure string) {
 	var out review
 	err := r.consultPlanner(ctx, task, reviewSchema, &out, func() error {
 		switch {
+		case out.Verdict == VerdictRevise && len(done)+len(out.Steps) > maxPlanSteps:
+			return fmt.Errorf("%w: %d steps are done, so at most %d new ones fit", errPlan, len(done), maxPlanSteps-len(done))
 		case out.Verdict == VerdictRevise:
 			return checkSteps(specSteps(out.Steps), done)
 		case out.Verdict == VerdictAccept && failed:

@@ -693,3 +693,23 @@ func TestPlanReviewInterrupted(t *testing.T) {
 		t.Errorf("conversation %v", types)
 	}
 }
+
+// A revision that would make the plan longer than a saved plan may be is sent back, so the run
+// stays resumable.
+func TestPlanRevisionBounded(t *testing.T) {
+	var many []string
+	for i := range 20 {
+		many = append(many, planStep(fmt.Sprintf("n%d", i), "more", agent.ScopeReadOnly))
+	}
+	tooLong := text(`{"verdict": "revise", "reason": "more", "steps": [` + strings.Join(many, ",") + `]}`)
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "a", agent.ScopeReadOnly)), tooLong, accept()},
+		map[string][]step{"s1": {text("done a")}})
+	r := newRun(t, c.agent(agent.Config{}), "do a")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if !c.planner.sawUserText(2, "at most 19 new ones") || len(r.st.Planning.Steps) != 1 {
+		t.Fatalf("the long revision was not sent back: %d steps", len(r.st.Planning.Steps))
+	}
+	r.reload()
+}
