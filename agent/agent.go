@@ -146,6 +146,8 @@ type runner struct {
 	share      *share
 	stepID     string
 	callPrefix string
+	// planMu is the lock of the round of executors at work, if any (executor.go).
+	planMu *sync.Mutex
 }
 
 func (r *runner) run(ctx context.Context) error {

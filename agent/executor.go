@@ -12,12 +12,13 @@ import (
 )
 
 // A planned run is advanced in rounds. Each round first deals with what the last one left:
-// a finished sub-run is reviewed by the planner (observer.go), an executor's question is
-// answered by the planner or passed on to the person, approvals any executor asked for pause
-// the whole run, at the step boundary, with one card each. Then up to MaxParallelSteps steps
-// run, each as an executor sub-run: the same loop, over the step's own State, with its scope's
-// tools and ask_planner. The round ends when every executor of it has finished or paused, so
-// a pause of one step waits for the others to reach theirs, and all resume together.
+// a finished sub-run is reviewed by the planner (observer.go), a question the planner could
+// not answer is passed on to the person, approvals any executor asked for pause the whole run,
+// at the step boundary, with one card each. Then up to MaxParallelSteps steps run, each as an
+// executor sub-run: the same loop, over the step's own State, with its scope's tools and
+// ask_planner. An executor that asks the planner is answered at once and goes on. The round
+// ends when every executor of it has finished or paused, so a pause of one step waits for the
+// others to reach theirs, and all resume together.
 //
 // Executors run in goroutines of their own, each owning its sub-run's State; the parent sees
 // a copy taken at every checkpoint of the sub-run, under the lock of the round's share, and
@@ -301,6 +302,9 @@ func (r *runner) pausedSteps(ctx, wctx context.Context) (bool, error) {
 			st.Planning.say(PlanMessage{Type: MsgProgressUpdate, From: executorName(s.ID), To: planner, Step: s.ID,
 				Text: "Waiting for a person to approve " + strings.Join(names, ", ") + ".", At: r.a.now().UTC()})
 		case PauseAskUser, PauseQuestion:
+			if r.escalated(s) {
+				return true, r.pause(ctx, Pause{Kind: PauseAskUser, Reason: "An executor has a question the planner cannot answer.", Question: p.Question, CallID: p.CallID, Step: s.ID})
+			}
 			st.Planning.say(PlanMessage{Type: MsgQuestion, From: executorName(s.ID), To: planner, Step: s.ID, Text: p.Question, At: r.a.now().UTC()})
 			answer, ok := r.answerQuestion(wctx, s, p.Question)
 			if wctx.Err() != nil {
@@ -409,7 +413,8 @@ func (r *runner) steerPlan(ctx context.Context) {
 }
 
 // runRound runs the executors of the round at once and waits until each has finished or
-// paused.
+// paused. An executor that stops to ask the planner is answered at once, while the others
+// work, and goes on; a question the planner cannot answer waits for the end of the round.
 func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 	st := r.st
 	st.refreshPlan()
@@ -418,15 +423,17 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 		return err
 	}
 	sh := &share{parent: r}
+	r.planMu = &sh.mu
+	defer func() { r.planMu = nil }()
 	live := make([]*State, len(round))
 	errs := make([]error, len(round))
-	var wg sync.WaitGroup
-	for k, s := range round {
-		sub, err := cloneState(s.Sub)
-		if err != nil {
-			return err
-		}
-		live[k] = sub
+	type ended struct {
+		k   int
+		err error
+	}
+	ends := make(chan ended, len(round))
+	start := func(k int) {
+		s, sub := round[k], live[k]
 		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy}
 		if len(round) == 1 && r.answers(s) {
 			// The one executor at work writes what will be the run's answer: it may be
@@ -435,9 +442,26 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 		}
 		child := &runner{a: r.a.executorAgent(s.Scope), st: sub, mark: r.a.now(), share: sh, stepID: s.ID,
 			callPrefix: sub.RunID[strings.LastIndex(sub.RunID, "/")+1:] + ".", h: h}
-		wg.Go(func() { errs[k] = child.run(wctx) })
+		go func() { ends <- ended{k, child.run(wctx)} }()
 	}
-	wg.Wait()
+	for k, s := range round {
+		sub, err := cloneState(s.Sub)
+		if err != nil {
+			return err
+		}
+		live[k] = sub
+	}
+	for k := range round {
+		start(k)
+	}
+	for running := len(round); running > 0; running-- {
+		e := <-ends
+		errs[e.k] = e.err
+		if e.err == nil && wctx.Err() == nil && r.answerNow(wctx, round[e.k], live[e.k]) {
+			running++
+			start(e.k)
+		}
+	}
 	for k, s := range round {
 		s.Sub = live[k]
 		if st.Exposed == "" {
@@ -449,4 +473,57 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 		return err
 	}
 	return nil
+}
+
+// answerNow has the planner answer the question an executor stopped on in the middle of a
+// round, and reports whether the executor can go on. sub is the executor's own state, which
+// no goroutine works on now; the parent's plan is shared with the round's other executors,
+// so it is read and written under the round's lock.
+func (r *runner) answerNow(ctx context.Context, s *PlanStep, sub *State) bool {
+	p := sub.Pause
+	if sub.Status != StatusAwaitingInput || p == nil || p.Kind != PauseAskUser && p.Kind != PauseQuestion {
+		return false
+	}
+	answer, ok := r.answerQuestion(ctx, s, p.Question)
+	if ctx.Err() != nil {
+		return false
+	}
+	unlock := r.lockPlan()
+	defer unlock()
+	pl := r.st.Planning
+	now := r.a.now().UTC()
+	pl.say(PlanMessage{Type: MsgQuestion, From: executorName(s.ID), To: planner, Step: s.ID, Text: p.Question, At: now})
+	if !ok {
+		// Passed on to the person once the round is over (pausedSteps).
+		pl.say(PlanMessage{Type: MsgQuestion, From: planner, To: "person", Step: s.ID, Text: p.Question, At: now})
+		return false
+	}
+	if err := sub.Clarify(answer); err != nil {
+		r.a.log.Warn("planner's answer not taken", "run", r.st.RunID, "step", s.ID, "err", err)
+		return false
+	}
+	pl.say(PlanMessage{Type: MsgClarification, From: planner, To: executorName(s.ID), Step: s.ID, Text: answer, At: now})
+	return true
+}
+
+// lockPlan takes the round's lock while executors run, so that the planner's part of the
+// state changes only while no executor's checkpoint saves it; between rounds it does nothing.
+func (r *runner) lockPlan() (unlock func()) {
+	if r.planMu == nil {
+		return func() {}
+	}
+	r.planMu.Lock()
+	return r.planMu.Unlock
+}
+
+// escalated reports whether the planner has already passed s's pending question on to the
+// person.
+func (r *runner) escalated(s *PlanStep) bool {
+	c := r.st.Planning.Conversation
+	for i := len(c) - 1; i >= 0; i-- {
+		if c[i].Step == s.ID {
+			return c[i].Type == MsgQuestion && c[i].From == planner
+		}
+	}
+	return false
 }

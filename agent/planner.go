@@ -85,10 +85,12 @@ func (r *runner) consultPlanner(ctx context.Context, task string, sc *schema, ou
 		if err != nil {
 			return fmt.Errorf("planner: %w", err)
 		}
+		unlock := r.lockPlan()
 		p := r.st.Planning
 		p.Calls++
 		p.Usage = p.Usage.Add(reply.Usage)
 		r.st.refreshPlan()
+		unlock()
 		last = decodePlannerReply(reply.Message.Content, sc, out, check)
 		if last == nil {
 			return nil
@@ -180,7 +182,10 @@ func (r *runner) decidePlan(ctx context.Context) {
 // answerQuestion asks the planner to answer an executor's question from the plan and the
 // results so far. ok is false when the planner cannot (or would rather the person answered).
 func (r *runner) answerQuestion(ctx context.Context, s *PlanStep, question string) (answer string, ok bool) {
-	task := r.planBrief() + fmt.Sprintf("\nThe executor of step %s asks: %s\n\n", s.ID, question) +
+	unlock := r.lockPlan()
+	brief := r.planBrief()
+	unlock()
+	task := brief + fmt.Sprintf("\nThe executor of step %s asks: %s\n\n", s.ID, question) +
 		`Answer it from the goal, the plan and the results so far: {"answer": "...", "escalate": false}. ` +
 		`If only the person can answer (a preference, a secret, a choice the goal leaves open), reply {"escalate": true}.`
 	var out struct {

@@ -345,6 +345,10 @@ func TestPlanQuestionEscalatedToPerson(t *testing.T) {
 	if q == nil || a == nil || a.From != "person alice" || a.Text != "Friday" {
 		t.Fatalf("last question %+v, answer %+v", q, a)
 	}
+	// The planner was asked once: the plan, the question, the two reviews.
+	if n := len(c.planner.requests()); n != 4 {
+		t.Errorf("the planner was consulted %d times, want 4", n)
+	}
 }
 
 func TestPlanStepRetriedWithGuidance(t *testing.T) {
@@ -712,4 +716,46 @@ func TestPlanRevisionBounded(t *testing.T) {
 		t.Fatalf("the long revision was not sent back: %d steps", len(r.st.Planning.Steps))
 	}
 	r.reload()
+}
+
+// An executor's question is answered while the other executors of its round still work: here
+// s2 holds in its tool until s1 has had the planner's answer.
+func TestPlanQuestionAnsweredMidRound(t *testing.T) {
+	answered := make(chan struct{})
+	var once sync.Once
+	c := newCrew(t,
+		[]step{
+			planJSON(planStep("s1", "pick the colour", agent.ScopeReadOnly), planStep("s2", "fetch the brushes", agent.ScopeReadOnly)),
+			text(`{"answer": "Blue.", "escalate": false}`),
+			accept(), accept(),
+		},
+		map[string][]step{
+			"s1": {calls(call("ask_planner", `{"question":"Which colour?"}`)), text("Blue.")},
+			"s2": {calls(call("hold", `{"q":"brushes"}`)), text("Brushes fetched.")},
+		})
+	route := c.exec.route
+	c.exec.route = func(req agent.Request) step {
+		if stepOf(req) == "s1" && c.exec.sawToolResultIn(req, "The planner answers: Blue.") {
+			once.Do(func() { close(answered) })
+		}
+		return route(req)
+	}
+	hold := &fakeTool{name: "hold", readOnly: true, idempotent: true, timeout: 10 * time.Second,
+		fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
+			select {
+			case <-answered:
+				return "held", nil
+			case <-ctx.Done():
+				return "", fmt.Errorf("s1's question was not answered while s2 worked")
+			}
+		}}
+	r := newRun(t, c.agent(agent.Config{MaxParallelSteps: 2}, hold), "paint the shed")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if call := r.st.Planning.Step("s2").Sub.Calls[0]; call.Status != agent.CallSucceeded {
+		t.Fatalf("s2's call %s: %s", call.Status, call.Error)
+	}
+	if q, a := r.st.Planning.LastQuestion(); q == nil || a == nil || a.Text != "Blue." {
+		t.Fatalf("question %+v, answer %+v", q, a)
+	}
 }
