@@ -393,6 +393,8 @@ func (r *runner) assign(s *PlanStep) {
 	// run is exposed, and so is every executor it starts after that (dataflow.go).
 	sub.Exposed = st.Exposed
 	sub.Autonomy = st.Autonomy
+	// A playbook's limits hold for every executor of its run.
+	sub.AllowedTools, sub.PlaybookLevel = slices.Clone(st.AllowedTools), st.PlaybookLevel
 	s.Sub = sub
 	p.say(PlanMessage{Type: MsgTaskAssignment, From: planner, To: executorName(s.ID), Step: s.ID, Text: b.String(), At: now.UTC()})
 }

@@ -759,3 +759,22 @@ func TestPlanQuestionAnsweredMidRound(t *testing.T) {
 		t.Fatalf("question %+v, answer %+v", q, a)
 	}
 }
+
+// A run limited to some tools (a playbook's allowlist) limits its executors alike.
+func TestPlanExecutorsKeepTheAllowlist(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "clean up", agent.ScopeFull)), accept()},
+		map[string][]step{"s1": {calls(call("wipe", `{"q":"all"}`)), text("could not wipe")}})
+	wipe := &fakeTool{name: "wipe"}
+	read := &fakeTool{name: "read", readOnly: true, idempotent: true}
+	r := newRun(t, c.agent(agent.Config{}, wipe, read), "clean up")
+	r.st.AllowedTools = []string{"read"}
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	if wipe.calls.Load() != 0 {
+		t.Fatal("an executor called a tool the run may not use")
+	}
+	if got := c.exec.toolNames(0); strings.Join(got, ",") != "read,ask_planner" {
+		t.Errorf("executor offered %v, want the allowed tool and ask_planner", got)
+	}
+}
