@@ -202,6 +202,10 @@ func (r *runner) runPlan(ctx, wctx context.Context) error {
 			return err
 		}
 		r.steerPlan(wctx)
+		// A person's Pause takes effect at the round's boundary, for the whole run.
+		if held, err := r.holdRequested(ctx, wctx); held || err != nil {
+			return err
+		}
 		if r.planDone() {
 			return r.complete(ctx, r.planAnswer())
 		}
@@ -436,7 +440,7 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 	ends := make(chan ended, len(round))
 	start := func(k int) {
 		s, sub := round[k], live[k]
-		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy}
+		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy, Grants: r.h.Grants}
 		if len(round) == 1 && r.answers(s) {
 			// The one executor at work writes what will be the run's answer: it may be
 			// shown as it is written.
@@ -451,6 +455,9 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 		if err != nil {
 			return err
 		}
+		// "Approve for this run" is granted on the run (State.GrantRun): it holds for every
+		// executor.
+		sub.Grants = slices.Clone(st.Grants)
 		live[k] = sub
 	}
 	for k := range round {

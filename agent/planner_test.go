@@ -778,3 +778,50 @@ func TestPlanExecutorsKeepTheAllowlist(t *testing.T) {
 		t.Errorf("executor offered %v, want the allowed tool and ask_planner", got)
 	}
 }
+
+// "Approve for this run" on one executor's call lets the later executors' calls of the tool
+// run without asking, and a person's Pause stops the planned run at a round's boundary.
+func TestPlanRunGrantAndPause(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "deploy staging", agent.ScopeFull), planStep("s2", "deploy prod", agent.ScopeFull, "s1")), accept(), accept()},
+		map[string][]step{
+			"s1": {calls(call("deploy", `{"q":"staging"}`)), text("staging deployed")},
+			"s2": {calls(call("deploy", `{"q":"prod"}`)), text("prod deployed")},
+		})
+	deploy := &fakeTool{name: "deploy", risk: agent.RiskConfirm}
+	r := newRun(t, c.agent(agent.Config{}, deploy), "deploy both")
+	r.advance()
+	r.wantStatus(agent.StatusAwaitingApproval)
+	p := r.st.PendingApprovals()
+	if _, err := r.st.GrantRun(r.st.Call(p[0].ID), "g1", "bob", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.Decide(p[0].ID, agent.Decision{Approved: true, By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	// Ann asks for a pause: the run stops before the next round.
+	h := r.hooks()
+	held := "ann"
+	h.Hold = func(context.Context) (string, error) { return held, nil }
+	if err := r.ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	r.wantStatus(agent.StatusAwaitingInput)
+	if r.st.Pause.Kind != agent.PausePerson || r.st.Planning.Step("s2").Status != agent.PlanPending {
+		t.Fatalf("pause %+v with s2 %s, want paused by a person before s2", r.st.Pause, r.st.Planning.Step("s2").Status)
+	}
+	if err := r.st.Respond("", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	held = ""
+	if err := r.ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	r.wantStatus(agent.StatusCompleted)
+	if n := deploy.calls.Load(); n != 2 {
+		t.Fatalf("deploy ran %d times, want 2", n)
+	}
+	if c := r.st.Planning.Step("s2").Sub.Calls[0]; c.GrantedBy == nil || c.Decision != nil {
+		t.Errorf("s2's deploy: granted by %+v, decision %+v; want it run under the run's grant", c.GrantedBy, c.Decision)
+	}
+}

@@ -99,6 +99,9 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 		}
 	}
 	writeCalls(b, st.Calls, "", clip)
+	for _, g := range st.Grants {
+		fmt.Fprintf(b, "\nGranted for this run by %s: %s\n", g.By, clip(g.Describe(), 200))
+	}
 	writeConversation(b, st.Planning, clip)
 	if len(audit) > 0 {
 		b.WriteString("\nDecisions:\n")
@@ -161,6 +164,9 @@ func writeCalls(b *strings.Builder, calls []agent.CallRecord, indent string, cli
 				fmt.Fprintf(b, " (%s)", d.Reason)
 			}
 			b.WriteString("\n")
+		}
+		if g := c.GrantedBy; g != nil {
+			fmt.Fprintf(b, "%s    ran without asking under grant %s (%s, by %s): %s\n", indent, g.ID, g.Scope, g.By, clip(g.Describe, 200))
 		}
 		if c.Error != "" {
 			fmt.Fprintf(b, "%s    error: %s\n", indent, clip(c.Error, 300))
