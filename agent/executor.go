@@ -83,6 +83,10 @@ func (sh *share) checkpoint(id string) func(context.Context, *State) error {
 		defer sh.mu.Unlock()
 		p := sh.parent.st
 		if s := p.Planning.Step(id); s != nil {
+			// The thread is shown the parent's reviews: an executor's new ones join them.
+			if seen := len(s.Sub.Reviews); len(snap.Reviews) > seen {
+				p.Reviews = append(p.Reviews, snap.Reviews[seen:]...)
+			}
 			s.Sub = snap
 		}
 		p.refreshPlan()
@@ -438,6 +442,9 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 		err error
 	}
 	ends := make(chan ended, len(round))
+	// A sanity check a person asked for reviews each executor of the round once.
+	asked := r.sanityAsked
+	r.sanityAsked = ""
 	start := func(k int) {
 		s, sub := round[k], live[k]
 		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy, Grants: r.h.Grants}
@@ -447,7 +454,7 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 			h.Text = r.h.Text
 		}
 		child := &runner{a: r.a.executorAgent(s.Scope), st: sub, mark: r.a.now(), share: sh, stepID: s.ID,
-			callPrefix: sub.RunID[strings.LastIndex(sub.RunID, "/")+1:] + ".", h: h}
+			callPrefix: sub.RunID[strings.LastIndex(sub.RunID, "/")+1:] + ".", h: h, sanityAsked: asked}
 		go func() { ends <- ended{k, child.run(wctx)} }()
 	}
 	for k, s := range round {
@@ -463,6 +470,7 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 	for k := range round {
 		start(k)
 	}
+	asked = ""
 	for running := len(round); running > 0; running-- {
 		e := <-ends
 		errs[e.k] = e.err

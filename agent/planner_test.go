@@ -825,3 +825,31 @@ func TestPlanRunGrantAndPause(t *testing.T) {
 		t.Errorf("s2's deploy: granted by %+v, decision %+v; want it run under the run's grant", c.GrantedBy, c.Decision)
 	}
 }
+
+// A sanity check a person asks for in a planned run's thread reviews its executors, and their
+// verdicts join the run's, which the thread is shown.
+func TestPlanSanityOnDemand(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "draft", agent.ScopeReadOnly)), accept()},
+		map[string][]step{"s1": {text("a draft")}})
+	sanity := newLLM(t, text(`{"verdict": "concerns", "note": "check the date"}`))
+	ag := newAgent(t, c.exec.model, agent.Config{Planning: agent.PlanningAuto}, nil, agent.WithPlanner(c.planner.model), agent.WithSanity(sanity.model))
+	r := newRun(t, ag, "write it")
+	h := r.hooks()
+	h.Steer = func(_ context.Context, after int) ([]agent.Note, error) {
+		if after >= 1 {
+			return nil, nil
+		}
+		return []agent.Note{{Seq: 1, From: "ann", Sanity: true}}, nil
+	}
+	if err := ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	r.wantStatus(agent.StatusCompleted)
+	if len(r.st.Reviews) != 1 || r.st.Reviews[0].Note != "check the date" || !strings.Contains(r.st.Reviews[0].Why, "ann") {
+		t.Fatalf("run reviews = %+v, want the executor's review asked by ann", r.st.Reviews)
+	}
+	if !c.exec.sawUserTextIn(c.execRequests("s1")[0], "Note from the reviewer: check the date") {
+		t.Error("the executor was not given the reviewer's note")
+	}
+}
