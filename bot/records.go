@@ -326,6 +326,9 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 		items = append(items, questionItem(rec.ID, r.newID(), text))
 	case rec.Status == agent.StatusCompleted:
+		if err := r.offerFeedback(tx, rec); err != nil {
+			return err
+		}
 		items = append(items, answerItem(rec.ID))
 	case rec.Status.Terminal():
 		items = append(items, failureItem(rec.ID))

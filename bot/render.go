@@ -37,7 +37,7 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+		return Message{Kind: KindAnswer, Text: st.Answer, Buttons: feedbackButtons(rec)}, nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:

@@ -60,6 +60,12 @@ type Tx interface {
 	Action(id string) (*Action, error)
 	PutAction(a *Action) error
 
+	// PutFeedback stores one person's rating of one run's answer, replacing the rating
+	// they gave it before: there is one per person (User.ID) per run.
+	PutFeedback(f *Feedback) error
+	// Feedback lists the ratings of one run's answer, or of every run when runID is empty.
+	Feedback(runID string) ([]*Feedback, error)
+
 	// ClaimEvent is Store.ClaimEvent inside the transaction: the claim commits together
 	// with what the transaction does about the event, so a failure loses neither.
 	ClaimEvent(id string, now time.Time, ttl time.Duration) (first bool, err error)
@@ -93,11 +99,15 @@ type RunRecord struct {
 	Card MessageRef `json:"card,omitzero"`
 	// CancelAction is the opaque ID of the card's Cancel button; ContinueAction and
 	// StopAction those of a paused run's Continue and Stop buttons.
-	CancelAction   string    `json:"cancel_action,omitempty"`
-	ContinueAction string    `json:"continue_action,omitempty"`
-	StopAction     string    `json:"stop_action,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	CancelAction   string `json:"cancel_action,omitempty"`
+	ContinueAction string `json:"continue_action,omitempty"`
+	StopAction     string `json:"stop_action,omitempty"`
+	// FeedbackUpAction and FeedbackDownAction are the opaque IDs of the answer's rating
+	// buttons, made when the run completes.
+	FeedbackUpAction   string    `json:"feedback_up_action,omitempty"`
+	FeedbackDownAction string    `json:"feedback_down_action,omitempty"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
 }
 
 // Conversation is a thread as the bot knows it: its runs in order, the active one, and the
@@ -174,6 +184,8 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionFeedback rates a run's answer; the action's Feedback says how.
+	ActionFeedback ActionKind = "feedback"
 )
 
 // Action is what an opaque button ID stands for.
@@ -182,6 +194,8 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// Feedback is the rating an ActionFeedback gives.
+	Feedback FeedbackValue `json:"feedback,omitempty"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.

@@ -206,6 +206,9 @@ type Button struct {
 	Style ButtonStyle `json:"style,omitempty"`
 	// Confirm, if set, asks the clicker to confirm first (dangerous calls).
 	Confirm string `json:"confirm,omitempty"`
+	// Feedback marks a rating button of an answer (FeedbackUp or FeedbackDown), which a
+	// platform with a rating control of its own (Slack's feedback buttons) draws as that.
+	Feedback FeedbackValue `json:"feedback,omitempty"`
 }
 
 // Platform is what the bot needs from a chat platform adapter.

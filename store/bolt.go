@@ -51,12 +51,13 @@ var (
 	bucketEventExpiry   = []byte("event_expiry") // expiry time + event ID -> nothing
 	bucketAudit         = []byte("audit")
 	bucketOutbox        = []byte("outbox")
+	bucketFeedback      = []byte("feedback") // run ID + NUL + user ID -> bot.Feedback
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

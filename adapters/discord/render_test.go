@@ -68,6 +68,10 @@ var renderCases = []struct {
 		Footer: "Requested by Alice's run",
 	}},
 	{"answer", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues. Ping <@123> or @here? No: <@&456> and @everyone stay quiet."}},
+	{"answer_rated", bot.Message{Kind: bot.KindAnswer, Text: "The answer is **42**.", Buttons: []bot.Button{
+		{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+		{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+	}}},
 	{"answer_split", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("Line of the answer, long enough to fill the message.\n", 50) + "\n```go\n" + strings.Repeat("fmt.Println(\"code\")\n", 60) + "```\n\nThe end."}},
 	{"answer_attached", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("A paragraph of the answer.\n\n", 400)}},
 	{"failure", bot.Message{Kind: bot.KindFailure, Title: "Run failed", Text: "The model kept failing.\n\nDone: listed issues. Not done: the summary."}},

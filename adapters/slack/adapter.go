@@ -66,7 +66,7 @@ func (a *Adapter) Name() string { return platform }
 // is returned and a retry posts the earlier parts again: parts hold 39,000 characters, so
 // only very long answers have more than one.
 func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
-	parts, err := render(msg, false)
+	parts, err := render(msg, false, a.cfg.Assistant)
 	if err != nil {
 		return bot.MessageRef{}, &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}
 	}
@@ -94,7 +94,7 @@ func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Messag
 
 // Update replaces a posted message with msg, rendered as one message.
 func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Message) error {
-	parts, err := render(msg, true)
+	parts, err := render(msg, true, a.cfg.Assistant)
 	if err != nil {
 		return &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}
 	}

@@ -164,7 +164,7 @@ func TestConfigValidation(t *testing.T) {
 // TestRenderedJSONIsBlockKit checks that what is posted parses back as Slack blocks.
 func TestRenderedJSONIsBlockKit(t *testing.T) {
 	parts, err := render(bot.Message{Kind: bot.KindApproval, Title: "Run shell?", Text: "why", Fields: []bot.Field{{Name: "command", Value: "ls", Code: true}},
-		Buttons: []bot.Button{{ID: "a", Label: "Approve", Style: bot.StylePrimary}, {ID: "r", Label: "Reject", Style: bot.StyleDanger, Confirm: "Sure?"}}}, false)
+		Buttons: []bot.Button{{ID: "a", Label: "Approve", Style: bot.StylePrimary}, {ID: "r", Label: "Reject", Style: bot.StyleDanger, Confirm: "Sure?"}}}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

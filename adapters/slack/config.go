@@ -53,6 +53,11 @@ type Config struct {
 	// Command is the app's slash command, "/loopbot" when empty. Slash commands by any
 	// other name are answered with a short note and never start anything.
 	Command string `toml:"command"`
+	// Assistant says the app has Slack's Agents & AI Apps features turned on: answers are
+	// rated with Slack's feedback buttons, a working run shows as the thread's status
+	// (assistant.threads.setStatus), and a new assistant thread offers SuggestedPrompts.
+	// Off, answers carry plain rating buttons and nothing else changes.
+	Assistant bool `toml:"assistant"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
 	DrainTimeout time.Duration `toml:"-"`

@@ -264,3 +264,17 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeFeedbackClick decodes a click on Slack's feedback buttons like any button's: by
+// the clicked button's value, the rating's opaque ID.
+func TestDecodeFeedbackClick(t *testing.T) {
+	ev, ok, err := decodeInteraction(fixture(t, "events/block_actions_feedback.json"))
+	if err != nil || !ok {
+		t.Fatalf("ok %v err %v", ok, err)
+	}
+	want := bot.Event{Kind: bot.EventAction, ID: "action:1234567890.987654321.feedbackabc", User: bot.User{ID: "U1", Name: "ann"},
+		Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: "D1", Thread: "1700000000.000100"}, ActionID: "down000000000000000000000000000b", At: ev.At}
+	if ev != want {
+		t.Errorf("decoded %+v\nwant    %+v", ev, want)
+	}
+}

@@ -61,6 +61,16 @@ var goldenMessages = map[string]bot.Message{
 		Text:   "## Summary\nThere are **3** open issues:\n- #12 flaky test\n- #14 docs\n\nSee [the tracker](https://github.com/loopbot/loopbot/issues?q=is:open&sort=new) or run `go test ./...`:\n```go\nif a < b && b > c {\n}\n```",
 		Footer: "7 steps · 2m03s · $0.04",
 	},
+	// An answer with its rating buttons: plain buttons, or with Slack's agent features
+	// (goldenAssistant) Slack's feedback buttons.
+	"answer_rated": {
+		Kind: bot.KindAnswer,
+		Text: "The answer is **42**.",
+		Buttons: []bot.Button{
+			{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+			{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+		},
+	},
 	"failure": {
 		Kind: bot.KindFailure, Title: "Run failed",
 		Text:   "The budget of 30 steps ran out.\nDone: listed issues. Not done: the release note.",
@@ -94,10 +104,25 @@ var goldenMessages = map[string]bot.Message{
 	},
 }
 
+// goldenAssistant are the messages also rendered for an app with Slack's agent features,
+// into name_assistant.golden.
+var goldenAssistant = []string{"answer_rated", "status"}
+
 func TestGolden(t *testing.T) {
+	type golden struct {
+		m         bot.Message
+		assistant bool
+	}
+	all := map[string]golden{}
 	for name, m := range goldenMessages {
+		all[name] = golden{m, false}
+	}
+	for _, name := range goldenAssistant {
+		all[name+"_assistant"] = golden{goldenMessages[name], true}
+	}
+	for name, g := range all {
 		t.Run(name, func(t *testing.T) {
-			parts, err := render(m, false)
+			parts, err := render(g.m, false, g.assistant)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +153,7 @@ func TestGolden(t *testing.T) {
 // TestEscaped checks what the golden file shows: no text of the model or the bot can
 // mention anyone, broadcast or link somewhere other than an http(s) URL.
 func TestEscaped(t *testing.T) {
-	parts, err := render(goldenMessages["escaped"], false)
+	parts, err := render(goldenMessages["escaped"], false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +170,7 @@ func TestEscaped(t *testing.T) {
 }
 
 func TestLongAnswerSplits(t *testing.T) {
-	parts, err := render(goldenMessages["answer_10k"], false)
+	parts, err := render(goldenMessages["answer_10k"], false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +192,7 @@ func TestLongAnswerSplits(t *testing.T) {
 	// Status cards are edited in place, so they never split: too much text is cut.
 	long := goldenMessages["status"]
 	long.Text = strings.Repeat("x ", 60000)
-	parts, err = render(long, false)
+	parts, err = render(long, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +252,19 @@ func checkLimits(t testing.TB, parts []payload) {
 						textLimit(t, "confirm title", c.Title, maxConfirmTitle)
 						textLimit(t, "confirm text", c.Text, maxConfirmText)
 						textLimit(t, "confirm button", c.Confirm, maxConfirmButton)
+					}
+				}
+			case *slack.ContextActionsBlock:
+				for _, e := range b.Elements.ElementSet {
+					fb := e.(*slack.FeedbackButtonsBlockElement)
+					if !strings.HasPrefix(fb.ActionID, actionPrefix) {
+						t.Errorf("feedback action_id %q", fb.ActionID)
+					}
+					for _, btn := range []*slack.FeedbackButton{fb.PositiveButton, fb.NegativeButton} {
+						textLimit(t, "feedback button", btn.Text, maxButtonText)
+						if btn.Value == "" || len(btn.Value) > maxButtonValue {
+							t.Errorf("feedback button value of %d bytes", len(btn.Value))
+						}
 					}
 				}
 			default:
@@ -300,7 +338,7 @@ func TestClipMrkdwn(t *testing.T) {
 		}
 	}
 	// A field of white space longer than a field renders.
-	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false); err != nil {
+	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -361,7 +399,7 @@ func FuzzRender(f *testing.F) {
 		}
 		for _, kind := range []bot.MessageKind{bot.KindAnswer, bot.KindStatus} {
 			m.Kind = kind
-			parts, err := render(m, false)
+			parts, err := render(m, false, false)
 			if err != nil {
 				if !strings.Contains(err.Error(), errBadButton.Error()) {
 					t.Fatal(err)

@@ -16,7 +16,7 @@ var allowedTags = map[string]map[string]bool{
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
 	"dl": {"class": true}, "dt": {}, "dd": {}, "span": {"class": true, "aria-hidden": true}, "footer": {"class": true},
 	"time":   {"datetime": true},
-	"button": {"type": true, "class": true, "data-action": true, "data-confirm": true},
+	"button": {"type": true, "class": true, "data-action": true, "data-confirm": true, "data-feedback": true},
 }
 
 // checkSafeHTML fails the test if s holds anything but allowlisted elements and attributes,

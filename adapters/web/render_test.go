@@ -70,6 +70,13 @@ func TestRenderMessageGolden(t *testing.T) {
 			Kind: bot.KindAnswer,
 			Text: "## Summary\n\nThere are **3** open issues:\n\n1. `#12` crash on start\n2. slow _search_\n3. see [the tracker](https://example.com/issues?state=open)\n\n```\ngo test ./...\n```",
 		}},
+		{"answer_rated", bot.Message{
+			Kind: bot.KindAnswer, Text: "The answer is **42**.",
+			Buttons: []bot.Button{
+				{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+				{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+			},
+		}},
 		{"failure", bot.Message{
 			Kind: bot.KindFailure, Title: "Run failed",
 			Text: "3 tool calls failed in a row.\n\nDone: listed the issues.\nNot done: the summary.",

@@ -157,6 +157,7 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 	if st.Answer != "" {
 		fmt.Fprintf(b, "\nAnswer:\n%s\n", st.Answer)
 	}
+	b.WriteString(feedbackLine(audit))
 	_, err := io.WriteString(w, terminalText(red.Redact(b.String())))
 	return err
 }

@@ -56,6 +56,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}
 	s.closers = append(s.closers, func(context.Context) error { return s.db.Close() })
 	met.watchRuns(s.db)
+	met.watchFeedback(s.db)
 
 	models, err := s.models(ctx, cfg, met)
 	if err != nil {
