@@ -23,6 +23,9 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Ask puts a tool's question to the run's thread and waits for the answer (ask.go); nil
+	// means tools cannot ask, and Ask returns ErrNoAsk.
+	Ask func(ctx context.Context, runID, callID string, q Question) (Answer, error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one

@@ -140,9 +140,10 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return Result{Notice: notice}, nil
 	}
 	var res Result
-	var stop string
+	var stop, answered string
+	var answer agent.Answer
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res, stop = Result{}, ""
+		res, stop, answered = Result{}, "", ""
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -168,6 +169,25 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		if err != nil {
 			return err
 		}
+		if ev.Kind == EventReply && controlWords(text) != wordsStop && b.cfg.Policy.mayControl(rec, ev.User) {
+			// A tool of the run waits on a question in this thread (ask.go): the reply of
+			// someone who may control the run answers it, unless it is a stop.
+			q, err := b.pendingQuestion(tx, conv)
+			if err != nil {
+				return err
+			}
+			if q != nil && q.RunID == rec.ID {
+				res.RunID = rec.ID
+				given, notice := q.answerWith(text)
+				if notice != "" {
+					res.Notice = notice
+					return nil
+				}
+				answered = q.ID
+				answer, err = b.answerQuestion(tx, conv, q, ev.User, agent.AnswerGiven, given)
+				return err
+			}
+		}
 		if ev.Kind == EventReply && steerable(rec.Status) {
 			// A plain-words stop or pause is a control, never a note for the model: a stop
 			// is cancelled below, after the claim commits, exactly as the Cancel button is.
@@ -190,6 +210,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		res.RunID = rec.ID
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
+	if err == nil && answered != "" {
+		b.asks.deliver(answered, answer)
+	}
 	if err == nil && stop != "" {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
 	}
@@ -364,6 +387,8 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.resume(ctx, ev.User, ev.Thread, act)
 	case ActionFeedback:
 		return b.rate(ctx, ev.User, ev.Thread, act)
+	case ActionAnswer, ActionSkip, ActionDecline:
+		return b.answerClick(ctx, ev.User, ev.Thread, act)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil

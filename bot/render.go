@@ -19,8 +19,11 @@ const maxArgsShown = 2800
 // that waited shows the latest state. It reads the store only through tx and does no I/O of
 // its own, so it can run again inside a transaction to see whether what was sent is current.
 func render(tx Tx, it OutboxItem) (Message, error) {
-	if it.Kind == OutboxNotice {
+	switch it.Kind {
+	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxAsk:
+		return askMessage(tx, it)
 	}
 	rec, err := tx.Run(it.RunID)
 	if err != nil {

@@ -27,6 +27,9 @@ type scheduler struct {
 	wake chan struct{}
 	// sent is told that the outbox has new items.
 	sent func()
+	// ask puts a tool's question to the run's thread (Bot.ask); nil in tests of the
+	// scheduler alone.
+	ask func(ctx context.Context, runID, callID string, q agent.Question) (agent.Answer, error)
 
 	runs sync.WaitGroup // run goroutines
 
@@ -175,7 +178,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer})
+	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask})
 	switch {
 	case err == nil:
 		s.mu.Lock()

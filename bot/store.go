@@ -121,6 +121,9 @@ type Conversation struct {
 	// shows it took them (steering); NoteSeq numbers them.
 	Notes   []RunNote `json:"notes,omitempty"`
 	NoteSeq int       `json:"note_seq,omitempty"`
+	// Asking is the question a tool of the active run waits on (an MCP server's
+	// elicitation), until it is answered or closed (ask.go).
+	Asking *PendingQuestion `json:"asking,omitempty"`
 }
 
 // RunNote is one thing a person said to a working run.
@@ -186,6 +189,11 @@ const (
 	ActionStop     ActionKind = "stop"
 	// ActionFeedback rates a run's answer; the action's Feedback says how.
 	ActionFeedback ActionKind = "feedback"
+	// ActionAnswer answers a tool's question with the action's Answer; ActionSkip skips an
+	// optional one and ActionDecline declines it.
+	ActionAnswer  ActionKind = "answer"
+	ActionSkip    ActionKind = "skip"
+	ActionDecline ActionKind = "decline"
 )
 
 // Action is what an opaque button ID stands for.
@@ -196,6 +204,10 @@ type Action struct {
 	ApprovalID string     `json:"approval_id,omitempty"`
 	// Feedback is the rating an ActionFeedback gives.
 	Feedback FeedbackValue `json:"feedback,omitempty"`
+	// Question is the ID of the question an ActionAnswer, ActionSkip or ActionDecline
+	// answers, and Answer the option an ActionAnswer chooses.
+	Question string `json:"question,omitempty"`
+	Answer   string `json:"answer,omitempty"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
@@ -223,6 +235,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxAsk          OutboxKind = "ask"           // post a tool's question (Conversation.Asking)
 )
 
 // OutboxItem is a record of something to post, written in the same transaction as the state
