@@ -73,6 +73,11 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	// A queued run is its thread's active run, about to start (or waiting for a free
+	// slot): to the person who asked, it is at work already.
+	if rec.Status == agent.StatusRunning || rec.Status == agent.StatusQueued {
+		m.Working, m.Activity = true, p.Current
+	}
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}

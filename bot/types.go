@@ -172,6 +172,11 @@ type Message struct {
 	Buttons []Button   `json:"buttons,omitempty"`
 	// Footer is a short context line (step, elapsed, tokens, cost).
 	Footer string `json:"footer,omitempty"`
+	// Working marks the status card of a run that is working, and Activity says on what
+	// when the plan tells: a platform with a thread status of its own (Slack's assistant
+	// threads) shows them there too.
+	Working  bool   `json:"working,omitempty"`
+	Activity string `json:"activity,omitempty"`
 }
 
 // PlanLine is one item of a run's checklist.

@@ -24,6 +24,8 @@ type Adapter struct {
 	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
 	// that tests can fill one.
 	queueCap int
+	// status is what each thread's assistant status was last set to (Config.Assistant).
+	status statuses
 }
 
 var _ bot.Platform = (*Adapter)(nil)
@@ -89,6 +91,9 @@ func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Messag
 			ref.ID = ts
 		}
 	}
+	// Slack clears an assistant thread's status when the app posts in it.
+	a.status.forget(thread)
+	a.threadStatus(ctx, thread, msg)
 	return ref, nil
 }
 
@@ -104,6 +109,7 @@ func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messag
 	if err != nil {
 		return classify("update "+string(msg.Kind)+" message", err)
 	}
+	a.threadStatus(ctx, ref.Thread, msg)
 	return nil
 }
 

@@ -147,6 +147,9 @@ func TestConfigValidation(t *testing.T) {
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", AllowedChannels: []string{"#general"}}, "AllowedChannels"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", DrainTimeout: -1}, "DrainTimeout"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/ask"}, ""},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Assistant: true, SuggestedPrompts: []string{}}, ""},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", SuggestedPrompts: []string{"a", "b", "c", "d", "e"}}, "SuggestedPrompts"},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", SuggestedPrompts: []string{"a", " "}}, "SuggestedPrompts"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "loopbot"}, "Command"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/loop bot"}, "Command"},
 	}

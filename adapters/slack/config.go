@@ -58,6 +58,9 @@ type Config struct {
 	// (assistant.threads.setStatus), and a new assistant thread offers SuggestedPrompts.
 	// Off, answers carry plain rating buttons and nothing else changes.
 	Assistant bool `toml:"assistant"`
+	// SuggestedPrompts are offered when a person opens a new thread in the assistant view
+	// (Assistant only), at most 4; DefaultSuggestedPrompts when not set, none when empty.
+	SuggestedPrompts []string `toml:"suggested_prompts"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
 	DrainTimeout time.Duration `toml:"-"`
@@ -79,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ListenAddr == "" {
 		c.ListenAddr = ":3000"
+	}
+	if c.SuggestedPrompts == nil {
+		c.SuggestedPrompts = DefaultSuggestedPrompts
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
@@ -113,6 +119,14 @@ func (c Config) validate() error {
 	}
 	if !slashName.MatchString(c.Command) {
 		errs = append(errs, fieldErr("Command", "%q is not a slash command name (a / then lowercase letters, digits, - or _)", c.Command))
+	}
+	if len(c.SuggestedPrompts) > maxSuggestedPrompts {
+		errs = append(errs, fieldErr("SuggestedPrompts", "%d prompts; Slack shows at most %d", len(c.SuggestedPrompts), maxSuggestedPrompts))
+	}
+	for _, p := range c.SuggestedPrompts {
+		if strings.TrimSpace(p) == "" {
+			errs = append(errs, fieldErr("SuggestedPrompts", "an empty prompt"))
+		}
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fieldErr("DrainTimeout", "must not be negative"))

@@ -278,3 +278,22 @@ func TestDecodeFeedbackClick(t *testing.T) {
 		t.Errorf("decoded %+v\nwant    %+v", ev, want)
 	}
 }
+
+func TestDecodeThreadStarted(t *testing.T) {
+	id, thread, ok, err := decodeThreadStarted(fixture(t, "events/assistant_thread_started.json"))
+	if err != nil || !ok || id != "Ev0ASSIST1" || thread != (bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: "D123ABC456", Thread: "1729999327.187299"}) {
+		t.Errorf("decoded %q %+v %v %v", id, thread, ok, err)
+	}
+	for name, body := range map[string]string{
+		"a mention":  `{"type":"event_callback","event_id":"E1","event":{"type":"app_mention","channel":"C1","ts":"1.1","user":"U1"}}`,
+		"not json":   `{`,
+		"a url test": `{"type":"url_verification","challenge":"x"}`,
+	} {
+		if _, _, ok, err := decodeThreadStarted([]byte(body)); ok || err != nil {
+			t.Errorf("%s: ok %v err %v, want ignored", name, ok, err)
+		}
+	}
+	if _, _, ok, err := decodeThreadStarted([]byte(`{"type":"event_callback","event_id":"E1","event":{"type":"assistant_thread_started","assistant_thread":{"user_id":"U1"}}}`)); ok || err == nil {
+		t.Errorf("a thread start without its thread: ok %v err %v, want an error", ok, err)
+	}
+}

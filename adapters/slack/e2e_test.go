@@ -150,8 +150,10 @@ type e2e struct {
 	tool  *deployTool
 	more  []agent.Tool
 	cfg   bot.Config
-	path  string
-	done  chan handled
+	// slackCfg is the adapter's config beyond the credentials and the fake's URL.
+	slackCfg Config
+	path     string
+	done     chan handled
 
 	// The running process.
 	db      *store.DB
@@ -207,7 +209,9 @@ func (e *e2e) start() {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: e.f.apiURL()}, WithLogger(logger))
+	scfg := e.slackCfg
+	scfg.BotToken, scfg.AppToken, scfg.APIURL = "xoxb-test", "xapp-1-test", e.f.apiURL()
+	a, err := New(scfg, WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
