@@ -26,6 +26,9 @@ type Hooks struct {
 	// Ask puts a tool's question to the run's thread and waits for the answer (ask.go); nil
 	// means tools cannot ask, and Ask returns ErrNoAsk.
 	Ask func(ctx context.Context, runID, callID string, q Question) (Answer, error)
+	// Text sees the executor's reply as it is written, when the model streams (stream.go);
+	// nil streams nothing. It must not block for long: the model's stream waits for it.
+	Text func(ctx context.Context, d TextDelta)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -248,7 +251,11 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.emit(Event{Kind: EventStepStarted})
 
 	prompt := r.prompt(wctx)
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs})
+	onText, streamed := r.streamText(ctx)
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs, OnText: onText})
+	if err != nil || len(reply.Message.ToolCalls) > 0 || strings.TrimSpace(reply.Message.Content) == "" {
+		r.endText(ctx, streamed, err == nil)
+	}
 	if err != nil {
 		if wctx.Err() != nil {
 			st.Step--
@@ -751,7 +758,11 @@ func (r *runner) finalAnswer(ctx, wctx context.Context, reason string) error {
 	st.Step++
 	prompt := append(r.prompt(wctx), Message{Role: RoleUser, Content: "The budget for this run is nearly spent (" + reason +
 		"). Do not call tools. Reply now with your final answer: what was done, what was not, and what is left to do."})
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt})
+	onText, streamed := r.streamText(ctx)
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, OnText: onText})
+	if err != nil || strings.TrimSpace(reply.Message.Content) == "" {
+		r.endText(ctx, streamed, false)
+	}
 	if err != nil {
 		if wctx.Err() != nil {
 			st.Step--

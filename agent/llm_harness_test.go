@@ -113,7 +113,7 @@ func (l *scriptedLLM) serve(r llmtest.Request) llmtest.Step {
 		for i, c := range s.calls {
 			calls = append(calls, llmtest.ToolCall{ID: fmt.Sprintf("call_%d_%d", len(l.requests()), i), Name: c.Name, Arguments: c.Arguments})
 		}
-		out = llmtest.ToolCalls(calls...)
+		out = llmtest.Reply(s.text, calls...)
 	default:
 		out = llmtest.Text(s.text)
 	}

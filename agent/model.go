@@ -79,6 +79,10 @@ type Request struct {
 	MaxTokens int
 	// JSON asks for a JSON object reply where the endpoint supports it.
 	JSON bool
+	// OnText, if set, is called with the reply's text as it arrives, by a Model that
+	// streams (stream.go), in the goroutine of Complete and before it returns; a Model
+	// that does not stream never calls it.
+	OnText func(TextDelta) `json:"-"`
 }
 
 // Reply is a model's answer to a Request.

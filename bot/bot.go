@@ -126,6 +126,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
 	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.disp.poke)
 	b.sched.ask = b.ask
+	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}
 	b.sweep = newSweeper(store, b.recs, b.log, expiry, b.decided, func() { b.sched.poke(); b.disp.poke() })
 	return b, nil
 }

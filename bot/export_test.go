@@ -11,3 +11,9 @@ const (
 	WordsStop  = wordsStop
 	WordsPause = wordsPause
 )
+
+// Releasable exposes how much of a text still being written may be streamed.
+func Releasable(r *Redactor, s string) int { return r.releasable(s) }
+
+// StreamEvery is the least time between two appends to one stream.
+const StreamEvery = streamEvery

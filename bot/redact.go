@@ -38,7 +38,10 @@ type ruleSet struct {
 	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
 	keywords []string
 	ruleKeys [][]int
-	trie     *ahocorasick.Trie
+	// reach[i] is rule i's reach, worked out once: every text scanned asks it of every
+	// rule, and working it out takes case conversions of the rule's pattern.
+	reach []int
+	trie  *ahocorasick.Trie
 }
 
 // loadRules builds the rule set on the first text there is to redact, not at start: loading
@@ -64,6 +67,7 @@ var loadRules = sync.OnceValue(func() *ruleSet {
 			ks = append(ks, i)
 		}
 		set.ruleKeys = append(set.ruleKeys, ks)
+		set.reach = append(set.reach, ru.reach())
 	}
 	set.trie = ahocorasick.NewTrieBuilder().AddStrings(set.keywords).Build()
 	return set
@@ -175,7 +179,7 @@ const windowBefore = 160
 // windows returns the merged ranges of a text of length n that rule i scans, given where
 // each keyword occurs.
 func (set *ruleSet) windows(i int, at [][]int, n int) []span {
-	reach := set.rules[i].reach()
+	reach := set.reach[i]
 	var ws []span
 	for _, k := range set.ruleKeys[i] {
 		for _, p := range at[k] {

@@ -30,6 +30,8 @@ type scheduler struct {
 	// ask puts a tool's question to the run's thread (Bot.ask); nil in tests of the
 	// scheduler alone.
 	ask func(ctx context.Context, runID, callID string, q agent.Question) (agent.Answer, error)
+	// streams shows runs' answers as they are written (stream.go); nil streams nothing.
+	streams *streams
 
 	runs sync.WaitGroup // run goroutines
 
@@ -178,7 +180,20 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	err = s.agent.Run(ctx, rec.State, agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask})
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask}
+	stream := s.streams.open(rec)
+	if stream != nil {
+		hooks.Text = stream.text
+		hooks.Checkpoint = func(ctx context.Context, st *agent.State) error {
+			if err := s.checkpoint(ctx, st); err != nil {
+				return err
+			}
+			stream.checkpointed(ctx, st)
+			return nil
+		}
+	}
+	err = s.agent.Run(ctx, rec.State, hooks)
+	stream.end(ctx, rec.State)
 	switch {
 	case err == nil:
 		s.mu.Lock()

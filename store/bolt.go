@@ -21,8 +21,9 @@ import (
 // SchemaVersion is the version of the on-disk layout this package reads and writes. A file
 // with a newer version is refused rather than misread; an older one is migrated by Open.
 //
-// Version 2 added run_heads and runs_by_status.
-const SchemaVersion = 2
+// Version 2 added run_heads and runs_by_status; version 3 run_items, where a run's messages
+// and calls are kept one record each instead of inside the run's record.
+const SchemaVersion = 3
 
 // ErrLocked is returned by Open when another process holds the database file.
 var ErrLocked = errors.New("database is locked by another loopbot process")
@@ -45,6 +46,7 @@ var (
 	bucketRunIDs        = []byte("run_ids")        // run ID -> key in runs
 	bucketRunHeads      = []byte("run_heads")      // key in runs -> the run without its state
 	bucketRunsByStatus  = []byte("runs_by_status") // status + NUL + key in runs -> run ID
+	bucketRunItems      = []byte("run_items")      // key in runs + kind + index -> a message or call of its state
 	bucketApprovals     = []byte("approvals")
 	bucketActions       = []byte("actions")
 	bucketEvents        = []byte("events")
@@ -56,7 +58,7 @@ var (
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
 
 	allBuckets = [][]byte{
-		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketApprovals, bucketActions,
+		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
 		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine,
 	}
 
@@ -70,6 +72,8 @@ type DB struct {
 	// writeErr is the failure of the last write transaction that failed on the store's
 	// side (not fn's), cleared by the next one that commits; health checks report it.
 	writeErr atomic.Pointer[error]
+	// commits counts write transactions committed, for BytesWritten.
+	commits atomic.Int64
 
 	// The group commit's queue (group.go): writes waiting for their transaction, and
 	// whether a leader is committing.
@@ -214,6 +218,11 @@ func initSchema(btx *bolt.Tx) error {
 			return fmt.Errorf("migrate schema 1 to 2: %w", err)
 		}
 	}
+	if version == 1 || version == 2 {
+		if err := splitRuns(btx); err != nil {
+			return fmt.Errorf("migrate schema 2 to 3: %w", err)
+		}
+	}
 	if version == SchemaVersion {
 		return nil
 	}
@@ -253,6 +262,14 @@ func indexRuns(btx *bolt.Tx) error {
 
 // Path is the file the database lives in.
 func (db *DB) Path() string { return db.path }
+
+// BytesWritten is how many bytes of pages the store's write transactions have written to
+// the file since it was opened: the pages they changed, and the meta page each commit
+// writes. It is what checkpoints cost the disk.
+func (db *DB) BytesWritten() int64 {
+	st := db.bolt.Stats()
+	return st.TxStats.GetPageAlloc() + db.commits.Load()*int64(db.bolt.Info().PageSize)
+}
 
 // Close closes the file and releases its lock. Transactions still running are waited for.
 func (db *DB) Close() error {
@@ -312,6 +329,7 @@ func (db *DB) do(ctx context.Context, writable bool, fn func(t *tx) error) error
 	}
 	if writable && err == nil {
 		db.writeErr.Store(nil)
+		db.commits.Add(1)
 	}
 	return err
 }

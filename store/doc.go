@@ -12,10 +12,13 @@
 // upgrade of bbolt or of anything else never changes what is on disk. The buckets:
 //
 //	conversations   ThreadRef.Key() -> bot.Conversation
-//	runs            8-byte creation sequence -> bot.RunRecord (with its agent.State)
+//	runs            8-byte creation sequence -> bot.RunRecord (its agent.State without
+//	                Messages and Calls)
 //	run_ids         run ID -> key in runs
 //	run_heads       key in runs -> bot.RunRecord without its State (nil)
 //	runs_by_status  status + NUL + key in runs -> run ID
+//	run_items       key in runs + 'm' or 'c' + 4-byte index -> one agent.Message or
+//	                agent.CallRecord of the run's state
 //	approvals       approval ID -> bot.Approval
 //	actions         button action ID -> bot.Action
 //	events          delivery ID -> expiry of its claim
@@ -23,7 +26,7 @@
 //	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
 //	outbox          item key -> bot.OutboxItem
 //	feedback        run ID + NUL + user ID -> bot.Feedback (one rating per person per answer)
-//	meta            "schema_version" -> 2
+//	meta            "schema_version" -> 3
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
 //
 // A run's agent state grows with every step, to tens of kilobytes, and encoding/json reads
@@ -33,6 +36,14 @@
 // status are one range in creation order, for Runs and RunIDs filtered by status. The bot
 // asks for the runs still going whenever one starts or ends; the index makes that as cheap
 // with a long history of finished runs as without.
+//
+// The state's two lists that grow with every step, the messages and the call records, are
+// kept in run_items, one record each (runitems.go). PutRun writes only the elements whose
+// encoding differs from the stored one, so a checkpoint writes what the step added, not the
+// whole conversation again: the bytes a run's checkpoints write grow with its length, not
+// with its square. RunBrief, which the dispatcher renders cards from, does not read the
+// messages at all, and PutRunHead, which saves a card's reference, rewrites the run's
+// record and head without its state's lists.
 //
 // # Damage
 //
@@ -56,7 +67,8 @@
 // version: an older loopbot ignores it, and Open creates it in an older file.
 //
 // Open writes SchemaVersion into a new file, migrates an older one in the transaction that
-// opens it (version 1 lacked run_heads and runs_by_status, which are built from runs), and
+// opens it (version 1 lacked run_heads and runs_by_status, which are built from runs;
+// version 2 kept the messages and calls inside each run's record), and
 // refuses a file with a newer one (ErrSchema). Check runs the checks of Open, verifies that
 // the index buckets agree with the buckets they index, both ways, and that every record of
 // the quarantinable buckets decodes; tests run it after every test.

@@ -164,6 +164,7 @@ func (db *DB) commit(group []*write) {
 				cerr = db.storeError(cerr)
 			} else {
 				db.writeErr.Store(nil)
+				db.commits.Add(1)
 			}
 		} else {
 			// Nothing to make durable: a rollback costs no sync.

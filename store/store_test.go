@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,9 +222,10 @@ func TestSchemaVersion(t *testing.T) {
 		version string
 		wantErr string // "" when Open must succeed
 	}{
-		{"current", "2", ""},
-		{"older, migrated", "1", ""},
-		{"newer", "3", "unsupported database schema: version 3 is newer than this loopbot supports (2)"},
+		{"current", "3", ""},
+		{"older, migrated", "2", ""},
+		{"oldest, migrated", "1", ""},
+		{"newer", "4", "unsupported database schema: version 4 is newer than this loopbot supports (3)"},
 		{"zero", "0", "unsupported database schema: version 0 is not valid"},
 		{"not a number", `"one"`, `unsupported database schema: version "\"one\"" is not a number`},
 	}
@@ -235,8 +237,8 @@ func TestSchemaVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			if got := rawVersion(t, path); got != "2" {
-				t.Fatalf("a new file has schema version %q, want 2", got)
+			if got := rawVersion(t, path); got != "3" {
+				t.Fatalf("a new file has schema version %q, want 3", got)
 			}
 			setRawVersion(t, path, tt.version)
 
@@ -246,8 +248,8 @@ func TestSchemaVersion(t *testing.T) {
 					t.Fatalf("Open: %v", err)
 				}
 				db.Close()
-				if got := rawVersion(t, path); got != "2" {
-					t.Errorf("opened file has version %q, want 2", got)
+				if got := rawVersion(t, path); got != "3" {
+					t.Errorf("opened file has version %q, want 3", got)
 				}
 				return
 			}
@@ -338,17 +340,51 @@ func TestPutRun(t *testing.T) {
 // version 1: the same runs and run_ids, without run_heads and runs_by_status.
 func writeSchema1(t *testing.T, path string) {
 	t.Helper()
+	writeOldSchema(t, path, 1)
+}
+
+// writeOldSchema turns the file at path into one of an older schema version: up to version
+// 2 a run's messages and calls were inside its record, and version 1 had no run heads and
+// no status index.
+func writeOldSchema(t *testing.T, path string, version int) {
+	t.Helper()
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[string][]byte{}
+	err = db.View(t.Context(), func(tx bot.Tx) error {
+		runs, err := tx.Runs(bot.RunFilter{})
+		for _, r := range runs {
+			data, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			full[r.ID] = data
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bdb.Close()
 	err = bdb.Update(func(btx *bolt.Tx) error {
-		return errors.Join(
-			btx.DeleteBucket([]byte("run_heads")),
-			btx.DeleteBucket([]byte("runs_by_status")),
-			btx.Bucket([]byte("meta")).Put([]byte("schema_version"), []byte("1")),
-		)
+		ids, runs := btx.Bucket([]byte("run_ids")), btx.Bucket([]byte("runs"))
+		for id, data := range full {
+			if err := runs.Put(ids.Get([]byte(id)), data); err != nil {
+				return err
+			}
+		}
+		errs := []error{btx.DeleteBucket([]byte("run_items"))}
+		if version == 1 {
+			errs = append(errs, btx.DeleteBucket([]byte("run_heads")), btx.DeleteBucket([]byte("runs_by_status")))
+		}
+		return errors.Join(append(errs, btx.Bucket([]byte("meta")).Put([]byte("schema_version"), []byte(strconv.Itoa(version))))...)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -402,8 +438,8 @@ func TestOpenMigratesSchema1(t *testing.T) {
 		t.Errorf("Check after the migration: %v", err)
 	}
 	db.Close()
-	if got := rawVersion(t, path); got != "2" {
-		t.Errorf("migrated file has version %q, want 2", got)
+	if got := rawVersion(t, path); got != "3" {
+		t.Errorf("migrated file has version %q, want 3", got)
 	}
 
 	db = openTest(t, path)
@@ -566,6 +602,18 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 		{"status index entry names no run", func(btx *bolt.Tx) error {
 			return btx.Bucket([]byte("runs_by_status")).Put([]byte("queued\x00\x00\x00\x00\x00\x00\x00\x00\x63"), []byte("run-9"))
 		}, "names no run"},
+		{"run item lost from the middle", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_items")).Delete(append(runKey(btx, "run-2"), 'm', 0, 0, 0, 1))
+		}, "item m2 follows 1 items: the sequence is broken"},
+		{"run item of no run", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_items")).Put([]byte{0, 0, 0, 0, 0, 0, 0, 99, 'm', 0, 0, 0, 0}, []byte(`{"role":"user"}`))
+		}, "names no run"},
+		{"run item that does not decode", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_items")).Put(append(runKey(btx, "run-2"), 'c', 0, 0, 0, 0), []byte(`{"id":`))
+		}, "decode run item"},
+		{"run item key of another shape", func(btx *bolt.Tx) error {
+			return btx.Bucket([]byte("run_items")).Put(append(runKey(btx, "run-2"), 'x', 0, 0, 0, 0), []byte(`{}`))
+		}, "is not a run key, a kind and an index"},
 		{"claim without expiry entry", func(btx *bolt.Tx) error {
 			return btx.Bucket([]byte("event_expiry")).Delete(expiryKey(now.Add(time.Minute), "Ev1"))
 		}, "event claim Ev1 has no expiry index entry"},
@@ -580,9 +628,13 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			st := agent.NewState("run-2", "goal", nil, now)
+			st.Status = agent.StatusRunning
+			st.Messages = append(st.Messages, agent.Message{Role: agent.RoleAssistant, Content: "one"}, agent.Message{Role: agent.RoleUser, Content: "two"})
+			st.Calls = []agent.CallRecord{{ID: "c1", Name: "shell", Status: agent.CallSucceeded}}
 			err = db.Update(t.Context(), func(tx bot.Tx) error {
 				return errors.Join(tx.PutRun(&bot.RunRecord{ID: "run-1", Status: agent.StatusQueued}),
-					tx.PutRun(&bot.RunRecord{ID: "run-2", Status: agent.StatusRunning}))
+					tx.PutRun(&bot.RunRecord{ID: "run-2", State: st}))
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -655,6 +707,7 @@ func BenchmarkPutRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
+	written := db.BytesWritten()
 	for b.Loop() {
 		r.State.Step++
 		if err := db.Update(ctx, func(tx bot.Tx) error { return tx.PutRun(r) }); err != nil {
@@ -663,6 +716,7 @@ func BenchmarkPutRun(b *testing.B) {
 	}
 	// Reported after the loop, which resets what was reported before it.
 	b.ReportMetric(float64(len(data)), "B/record")
+	b.ReportMetric(float64(db.BytesWritten()-written)/float64(b.N), "written-B/op")
 }
 
 // BenchmarkActiveRunsAmongHistory lists the runs still going, as the scheduler does whenever

@@ -143,7 +143,51 @@ func (t *tx) Run(id string) (*bot.RunRecord, error) {
 	if data == nil {
 		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
 	}
-	return decode[bot.RunRecord](data, "run "+id)
+	return t.loadRun(key, data, id, true)
+}
+
+// RunBrief reads run id as Run does, without reading its messages.
+func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
+	key, err := t.runKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	data := runs.Get(key)
+	if data == nil {
+		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
+	}
+	r, err := t.loadRun(key, data, id, false)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != nil {
+		r.State.Messages = nil
+	}
+	return r, nil
+}
+
+// loadRun decodes the run stored under key and reads its items: its calls, and its
+// messages when withMessages is set.
+func (t *tx) loadRun(key, data []byte, id string, withMessages bool) (*bot.RunRecord, error) {
+	r, err := decode[bot.RunRecord](data, "run "+id)
+	if err != nil {
+		return nil, err
+	}
+	items, err := t.bucket(bucketRunItems)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if err := loadRunItems(items, key, r, withMessages); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // RunHeader reads run id from run_heads, a value of a few hundred bytes, where Run decodes
@@ -184,6 +228,12 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		// The NUL byte ends the status in a runs_by_status key.
 		return fmt.Errorf("put run %s: status %q contains a NUL byte", rec.ID, rec.Status)
 	}
+	// The state's messages and calls are stored as run items (runitems.go), each written
+	// only when it is new or changed.
+	full := rec.State
+	if full != nil {
+		rec.State = splitState(full)
+	}
 	data, err := json.Marshal(&rec)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
@@ -193,62 +243,117 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	if err := t.putRun(rec.ID, rec.Status, data, headData); err != nil {
+	key, err := t.putRun(rec.ID, rec.Status, data, headData)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	items, err := t.bucket(bucketRunItems)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	if err := putRunItems(items, key, full); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
 	return nil
 }
 
-// putRun writes a run's record and head under its key, taking a new key for a new run, and
-// moves its status index entry when the status changed.
-func (t *tx) putRun(id string, status agent.Status, data, headData []byte) error {
-	ids, err := t.bucket(bucketRunIDs)
+// PutRunHead rewrites the run's record without its state's lists, and its head, with r's
+// fields other than State and Status: a few hundred bytes each, where PutRun would encode
+// every message and call of the state to find those that changed.
+func (t *tx) PutRunHead(r *bot.RunRecord) error {
+	if r == nil || r.ID == "" {
+		return errors.New("put run head: no run id")
+	}
+	if r.State != nil {
+		return fmt.Errorf("put run head %s: a head carries no state", r.ID)
+	}
+	key, err := t.runKey(r.ID)
 	if err != nil {
-		return err
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	if key == nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, bot.ErrNotFound)
 	}
 	runs, err := t.bucket(bucketRuns)
 	if err != nil {
-		return err
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
 	heads, err := t.bucket(bucketRunHeads)
 	if err != nil {
-		return err
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	stored, err := decode[bot.RunRecord](runs.Get(key), "run "+r.ID)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	rec := *r
+	rec.State, rec.Status = stored.State, stored.Status
+	data, err := json.Marshal(&rec)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	h := head(&rec)
+	headData, err := json.Marshal(&h)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	t.wrote = true
+	if err := errors.Join(runs.Put(key, data), heads.Put(key, headData)); err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// putRun writes a run's record and head under its key, taking a new key for a new run, and
+// moves its status index entry when the status changed. It returns the key.
+func (t *tx) putRun(id string, status agent.Status, data, headData []byte) ([]byte, error) {
+	ids, err := t.bucket(bucketRunIDs)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, err
+	}
+	heads, err := t.bucket(bucketRunHeads)
+	if err != nil {
+		return nil, err
 	}
 	byStatus, err := t.bucket(bucketRunsByStatus)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.wrote = true
 	key := bytes.Clone(ids.Get([]byte(id)))
 	if key == nil {
 		seq, err := runs.NextSequence()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		key = seqKey(seq)
 		if err := ids.Put([]byte(id), key); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		old := heads.Get(key)
 		if old == nil {
-			return errors.New("the stored run has no head")
+			return nil, errors.New("the stored run has no head")
 		}
 		h, err := decode[struct {
 			Status agent.Status `json:"status"`
 		}](old, "run head "+id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if h.Status == status {
 			// Its index entry is already in place.
-			return errors.Join(runs.Put(key, data), heads.Put(key, headData))
+			return key, errors.Join(runs.Put(key, data), heads.Put(key, headData))
 		}
 		if err := byStatus.Delete(statusKey(h.Status, key)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return errors.Join(
+	return key, errors.Join(
 		runs.Put(key, data),
 		heads.Put(key, headData),
 		byStatus.Put(statusKey(status, key), []byte(id)),
@@ -268,7 +373,7 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 		if data == nil {
 			return fmt.Errorf("run %s: the index names a missing record", id)
 		}
-		r, err := decode[bot.RunRecord](data, "run "+id)
+		r, err := t.loadRun(key, data, id, true)
 		if err != nil {
 			return err
 		}

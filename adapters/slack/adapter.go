@@ -26,6 +26,8 @@ type Adapter struct {
 	queueCap int
 	// status is what each thread's assistant status was last set to (Config.Assistant).
 	status statuses
+	// streams are the answers being streamed (stream.go).
+	streams streams
 }
 
 var _ bot.Platform = (*Adapter)(nil)
@@ -68,6 +70,13 @@ func (a *Adapter) Name() string { return platform }
 // is returned and a retry posts the earlier parts again: parts hold 39,000 characters, so
 // only very long answers have more than one.
 func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
+	if msg.Kind == bot.KindAnswer {
+		if ref, ok := a.finishStream(ctx, thread, msg); ok {
+			// The stream was a post in the thread: Slack cleared its status.
+			a.status.forget(thread)
+			return ref, nil
+		}
+	}
 	parts, err := render(msg, false, a.cfg.Assistant)
 	if err != nil {
 		return bot.MessageRef{}, &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}

@@ -53,10 +53,13 @@ type Config struct {
 	// Command is the app's slash command, "/loopbot" when empty. Slash commands by any
 	// other name are answered with a short note and never start anything.
 	Command string `toml:"command"`
-	// Assistant says the app has Slack's Agents & AI Apps features turned on: answers are
-	// rated with Slack's feedback buttons, a working run shows as the thread's status
-	// (assistant.threads.setStatus), and a new assistant thread offers SuggestedPrompts.
-	// Off, answers carry plain rating buttons and nothing else changes.
+	// Assistant says the app has Slack's Agents & AI Apps features (assistant:write): the
+	// answer is streamed into the thread with chat.startStream, appendStream and stopStream,
+	// and the run's plan shows there as task cards (stream.go); if Slack refuses to stream,
+	// the adapter falls back to its Block Kit messages for the rest of the process. A
+	// working run also shows as the thread's status (assistant.threads.setStatus), a new
+	// assistant thread offers SuggestedPrompts, and answers are rated with Slack's feedback
+	// buttons (assistant.go). Off, answers carry plain rating buttons.
 	Assistant bool `toml:"assistant"`
 	// SuggestedPrompts are offered when a person opens a new thread in the assistant view
 	// (Assistant only), at most 4; DefaultSuggestedPrompts when not set, none when empty.

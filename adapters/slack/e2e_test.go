@@ -150,10 +150,13 @@ type e2e struct {
 	tool  *deployTool
 	more  []agent.Tool
 	cfg   bot.Config
-	// slackCfg is the adapter's config beyond the credentials and the fake's URL.
-	slackCfg Config
-	path     string
-	done     chan handled
+	path  string
+	done  chan handled
+	// assistant and stream turn on the app's agent features and the model's streaming at
+	// the next start; slackCfg is the rest of the adapter's config beyond the credentials
+	// and the fake's URL.
+	assistant, stream bool
+	slackCfg          Config
 
 	// The running process.
 	db      *store.DB
@@ -200,7 +203,7 @@ func (e *e2e) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := llm.New(llm.Config{BaseURL: e.model.URL(), Model: "m", MaxRetries: -1})
+	model, err := llm.New(llm.Config{BaseURL: e.model.URL(), Model: "m", MaxRetries: -1, Stream: e.stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +214,7 @@ func (e *e2e) start() {
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	scfg := e.slackCfg
 	scfg.BotToken, scfg.AppToken, scfg.APIURL = "xoxb-test", "xapp-1-test", e.f.apiURL()
+	scfg.Assistant = scfg.Assistant || e.assistant
 	a, err := New(scfg, WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)

@@ -75,6 +75,8 @@ type thread struct {
 	// opens one thread.
 	mention string
 	entries []*entry
+	// live is the answer being written, as streamed so far (stream.go).
+	live string
 }
 
 // entry is one message of a thread, as last rendered.
@@ -275,6 +277,12 @@ func (a *Adapter) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t := a.thread(th.Thread, "")
+	if msg.Kind == bot.KindAnswer && t.live != "" {
+		// The answer takes the place of its live text: the pages drop it as the answer
+		// arrives.
+		t.live = ""
+		a.publishLive(t)
+	}
 	a.msgs++
 	e := a.add(t, &entry{id: fmt.Sprintf("m%s-%d", a.epoch, a.msgs), kind: string(msg.Kind), msg: msg})
 	a.touch(t, msg)

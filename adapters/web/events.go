@@ -21,6 +21,7 @@ import (
 //	event: thread       (no id)        data: a thread summary, new or changed
 //	event: thread-gone  (no id)        data: {"id"} of a forgotten thread
 //	event: notice       (no id)        data: {"thread","text"} for this user only
+//	event: stream       (no id)        data: {"thread","html"} the answer as it is written (stream.go)
 //	event: sync         id: EPOCH-SEQ  data: {} (the initial state is complete)
 //
 // Only message and sync events carry IDs, and their sequence numbers only grow, so the ID
@@ -139,6 +140,9 @@ func (a *Adapter) subscribe(threadID string, who identity, lastID string) (*subs
 		slices.SortFunc(changed, func(x, y *entry) int { return compareUint(x.seq, y.seq) })
 		for _, e := range changed {
 			init = append(init, a.messageEvent(t, e))
+		}
+		if t.live != "" {
+			init = append(init, a.liveEvent(t))
 		}
 	}
 	init = append(init, newEvent(a.eventID(a.seq), "sync", struct{}{}))

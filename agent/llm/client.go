@@ -168,8 +168,10 @@ func (c *Client) Complete(ctx context.Context, req agent.Request) (agent.Reply, 
 	if err != nil {
 		return agent.Reply{}, fmt.Errorf("complete: %w", err)
 	}
+	text := &textRelay{onText: req.OnText}
 	for attempt := 1; ; attempt++ {
-		reply, err := c.attempt(ctx, creq)
+		text.restart()
+		reply, err := c.attempt(ctx, creq, text)
 		if err == nil {
 			return reply, nil
 		}
@@ -189,7 +191,7 @@ func (c *Client) Complete(ctx context.Context, req agent.Request) (agent.Reply, 
 
 // attempt makes one request. The header tap notes the response's status and retry headers
 // in the attempt's record.
-func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
+func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest, text *textRelay) (agent.Reply, error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, attemptTimeout(c.timeout))
@@ -202,7 +204,7 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 		err   error
 	)
 	if c.stream {
-		reply, err = c.completeStream(ctx, creq)
+		reply, err = c.completeStream(ctx, creq, text)
 	} else {
 		reply, err = c.completeOnce(ctx, creq, rec)
 	}
@@ -252,7 +254,9 @@ func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionReq
 	return agent.Reply{Message: msg, Usage: c.usage(resp.Usage), FinishReason: ch.FinishReason}, nil
 }
 
-func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionRequest) (agent.Reply, error) {
+// completeStream asks for the reply as a stream of chunks, passing the text of each on to
+// text as it comes.
+func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionRequest, text *textRelay) (agent.Reply, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := c.api.CreateChatCompletionStream(ctx, creq)
@@ -276,6 +280,7 @@ func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionR
 			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
 		}
 		acc.add(ck)
+		text.send(ck)
 		if acc.err != nil {
 			break
 		}

@@ -21,6 +21,8 @@
 //
 //	step     step_overhead_us: the median wall time of one loop step with an instant
 //	         in-process model and tool, checkpoint to the real store included.
+//	         checkpoint_bytes_per_step: the bytes of pages the bbolt store wrote for those
+//	         runs' checkpoints, over their number.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
 //	         context management, divided by those of the same run keeping full history.
 //	         cache_prefix_ratio: the share of each managed request's tools and messages that
@@ -38,7 +40,9 @@
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
 //	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
 //	         -loopbot names one) from exec to its first 200 from /healthz, median of several
-//	         starts, and its RSS after sitting idle with its store and web console open.
+//	         starts, and its RSS after sitting idle with its store and web console open,
+//	         split into idle_anon_mb (its own memory) and idle_file_mb (mapped pages of the
+//	         binary), with idle_heap_inuse_mb, the heap the runtime reports on /metrics.
 //
 // A scenario is one entry of the scenarios table in main.go: a name for -scenarios, a
 // function that returns its figures, and the flags of its sizes.

@@ -165,10 +165,14 @@ func TestReportEndsWithJSON(t *testing.T) {
 func TestScenariosRunSmall(t *testing.T) {
 	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
-	for _, key := range []string{"step_overhead_us", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
+	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
+	}
+	// Every checkpoint commits, and a commit writes at least its meta page.
+	if b := got["checkpoint_bytes_per_step"]; b < 4096 {
+		t.Errorf("checkpoint_bytes_per_step = %v, want at least a page", b)
 	}
 	// Four 1 KB outputs fit any budget, so context management changes nothing here.
 	if r := got["prompt_token_ratio"]; r != 1 {
@@ -198,14 +202,41 @@ func TestScenariosRunSmall(t *testing.T) {
 }
 
 // TestStartupRunsBinary builds and starts the real loopbot binary twice and checks that the
-// startup scenario reports both of its figures.
+// startup scenario reports its figures: the resident set, its split into the process's own
+// memory and mapped file pages, and the heap as the runtime counts it.
 func TestStartupRunsBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the loopbot binary")
 	}
 	got := figuresOf(t, "-scenarios=startup", "-startup-runs=2", "-idle=100ms")
-	if len(got) != 2 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
+	if len(got) != 5 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
 		t.Errorf("figures = %v, want positive startup_ms and idle_rss_mb", got)
+	}
+	for _, k := range []string{"idle_anon_mb", "idle_file_mb", "idle_heap_inuse_mb"} {
+		if got[k] <= 0 || got[k] > got["idle_rss_mb"] {
+			t.Errorf("%s = %v, want a positive part of idle_rss_mb %v", k, got[k], got["idle_rss_mb"])
+		}
+	}
+}
+
+func TestPromValue(t *testing.T) {
+	text := "# HELP go_memstats_heap_inuse_bytes x\n# TYPE go_memstats_heap_inuse_bytes gauge\n" +
+		"go_memstats_heap_inuse_bytes_total 9\ngo_memstats_heap_inuse_bytes 2.818048e+06\nother{a=\"b\"} 1\n"
+	tests := []struct {
+		name string
+		want float64
+		ok   bool
+	}{
+		{"go_memstats_heap_inuse_bytes", 2818048, true},
+		{"go_memstats_heap_inuse", 0, false}, // a prefix of a name is not the name
+		{"other", 0, false},                  // labelled samples are not read
+		{"missing", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := promValue(text, tt.name)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("promValue(%s) = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
 	}
 }
 

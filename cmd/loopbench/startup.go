@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,16 +37,16 @@ func startup(ctx context.Context, o options) ([]figure, error) {
 	}
 
 	var took []time.Duration
-	var idleKB int64
+	var idle idleMemory
 	for i := range o.startupRuns {
 		last := i == o.startupRuns-1
-		d, rss, err := startOnce(ctx, bin, last, o.idle)
+		d, mem, err := startOnce(ctx, bin, last, o.idle)
 		if err != nil {
 			return nil, fmt.Errorf("start %d: %w", i+1, err)
 		}
 		took = append(took, d)
 		if last {
-			idleKB = rss
+			idle = mem
 		}
 	}
 	spread := fmt.Sprintf("%s to %s", slices.Min(took).Round(10*time.Microsecond), slices.Max(took).Round(10*time.Microsecond))
@@ -52,9 +54,61 @@ func startup(ctx context.Context, o options) ([]figure, error) {
 	return []figure{
 		{Key: "startup_ms", Value: float64(med.Microseconds()) / 1e3, Unit: "ms",
 			Note: fmt.Sprintf("median of %d starts (%s) of the real binary, each on a new database, demo mode, web console on: exec to the first 200 from /healthz, polled every millisecond", o.startupRuns, spread)},
-		{Key: "idle_rss_mb", Value: float64(idleKB) / 1024, Unit: "MB",
+		{Key: "idle_rss_mb", Value: float64(idle.rssKB) / 1024, Unit: "MB",
 			Note: fmt.Sprintf("VmRSS of the last start after %s idle, store and web console open", o.idle)},
+		{Key: "idle_anon_mb", Value: float64(idle.anonKB) / 1024, Unit: "MB",
+			Note: "of it, RssAnon: the process's own memory (heap, stacks, runtime)"},
+		{Key: "idle_file_mb", Value: float64(idle.fileKB) / 1024, Unit: "MB",
+			Note: "of it, RssFile: pages of the binary (and the database file) mapped in; clean, shared with other processes of the same binary, and given back under memory pressure"},
+		{Key: "idle_heap_inuse_mb", Value: idle.heapInuse / (1 << 20), Unit: "MB",
+			Note: "go_memstats_heap_inuse_bytes from the daemon's own /metrics: the runtime's view of its heap"},
 	}, nil
+}
+
+// idleMemory is what an idle daemon holds: its resident set, split as the kernel counts it,
+// and the heap as the Go runtime counts it.
+type idleMemory struct {
+	rssKB, anonKB, fileKB int64
+	heapInuse             float64 // bytes
+}
+
+// readIdleMemory reads pid's resident set from /proc and its heap from the admin /metrics.
+func readIdleMemory(ctx context.Context, pid int, metricsURL string) (idleMemory, error) {
+	var m idleMemory
+	status := fmt.Sprintf("/proc/%d/status", pid)
+	for _, f := range []struct {
+		name string
+		to   *int64
+	}{{"VmRSS", &m.rssKB}, {"RssAnon", &m.anonKB}, {"RssFile", &m.fileKB}} {
+		v, err := procStatusKB(status, f.name)
+		if err != nil {
+			return m, err
+		}
+		*f.to = v
+	}
+	body, err := getBody(ctx, metricsURL)
+	if err != nil {
+		return m, fmt.Errorf("read metrics: %w", err)
+	}
+	v, ok := promValue(body, "go_memstats_heap_inuse_bytes")
+	if !ok {
+		return m, errors.New("read metrics: no go_memstats_heap_inuse_bytes")
+	}
+	m.heapInuse = v
+	return m, nil
+}
+
+// promValue finds an unlabelled sample in Prometheus's text format.
+func promValue(text, name string) (float64, bool) {
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(line, name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // buildLoopbot builds ./cmd/loopbot of the module this command belongs to into dir.
@@ -76,25 +130,25 @@ func buildLoopbot(ctx context.Context, dir string) (string, error) {
 // startOnce starts the daemon in a new directory, waits for /healthz, and stops it with
 // SIGTERM, which must end it with status 0. With idle set it first leaves the daemon alone
 // for that long and reads its RSS.
-func startOnce(ctx context.Context, bin string, idle bool, idleFor time.Duration) (took time.Duration, rssKB int64, err error) {
+func startOnce(ctx context.Context, bin string, idle bool, idleFor time.Duration) (took time.Duration, mem idleMemory, err error) {
 	dir, err := os.MkdirTemp("", "loopbench-startup-")
 	if err != nil {
-		return 0, 0, fmt.Errorf("temp dir: %w", err)
+		return 0, mem, fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	admin, err := freeLoopbackAddr()
 	if err != nil {
-		return 0, 0, err
+		return 0, mem, err
 	}
 	web, err := freeLoopbackAddr()
 	if err != nil {
-		return 0, 0, err
+		return 0, mem, err
 	}
 	config := filepath.Join(dir, "loopbot.toml")
 	toml := fmt.Sprintf("[store]\npath = %q\n[admin]\naddr = %q\n[web]\naddr = %q\n[tools]\nworkspace = %q\n",
 		filepath.Join(dir, "loopbot.db"), admin, web, filepath.Join(dir, "ws"))
 	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
-		return 0, 0, fmt.Errorf("write config: %w", err)
+		return 0, mem, fmt.Errorf("write config: %w", err)
 	}
 
 	cmd := exec.Command(bin, "-config", config, "serve")
@@ -105,7 +159,7 @@ func startOnce(ctx context.Context, bin string, idle bool, idleFor time.Duration
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, 0, fmt.Errorf("exec %s: %w", bin, err)
+		return 0, mem, fmt.Errorf("exec %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -119,38 +173,38 @@ func startOnce(ctx context.Context, bin string, idle bool, idleFor time.Duration
 
 	took, err = waitHealthy(ctx, "http://"+admin+"/healthz", start, exited)
 	if err != nil {
-		return 0, 0, err
+		return 0, mem, err
 	}
 	if idle {
 		if err := get(ctx, "http://"+web+"/"); err != nil {
-			return 0, 0, fmt.Errorf("web console: %w", err)
+			return 0, mem, fmt.Errorf("web console: %w", err)
 		}
 		select {
 		case <-time.After(idleFor):
 		case err := <-exited:
 			exited <- err
-			return 0, 0, fmt.Errorf("loopbot exited while idle: %v", err)
+			return 0, mem, fmt.Errorf("loopbot exited while idle: %v", err)
 		case <-ctx.Done():
-			return 0, 0, context.Cause(ctx)
+			return 0, mem, context.Cause(ctx)
 		}
-		if rssKB, err = procStatusKB(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid), "VmRSS"); err != nil {
-			return 0, 0, err
+		if mem, err = readIdleMemory(ctx, cmd.Process.Pid, "http://"+admin+"/metrics"); err != nil {
+			return 0, mem, err
 		}
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return 0, 0, fmt.Errorf("send SIGTERM: %w", err)
+		return 0, mem, fmt.Errorf("send SIGTERM: %w", err)
 	}
 	select {
 	case err := <-exited:
 		exited <- err // for the deferred cleanup, should a later check fail
 		if err != nil {
-			return 0, 0, fmt.Errorf("loopbot exited with %v after SIGTERM", err)
+			return 0, mem, fmt.Errorf("loopbot exited with %v after SIGTERM", err)
 		}
 	case <-time.After(30 * time.Second):
-		return 0, 0, errors.New("loopbot still running 30s after SIGTERM")
+		return 0, mem, errors.New("loopbot still running 30s after SIGTERM")
 	}
-	return took, rssKB, nil
+	return took, mem, nil
 }
 
 // waitHealthy polls url every millisecond until it answers 200 and returns the time since
@@ -182,6 +236,24 @@ func waitHealthy(ctx context.Context, url string, start time.Time, exited chan e
 			return 0, context.Cause(ctx)
 		}
 	}
+}
+
+// getBody fetches url, wants a 200, and returns the body.
+func getBody(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return string(b), err
 }
 
 // get fetches url and wants a 200.

@@ -45,6 +45,7 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 
 	var durations []time.Duration
 	checkpoints := 0
+	written := db.BytesWritten()
 	for i := range o.stepRuns {
 		id := fmt.Sprintf("step-%d", i)
 		created := time.Now()
@@ -69,12 +70,19 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 		}
 	}
 	med := median(durations)
+	perStep := float64(db.BytesWritten()-written) / float64(checkpoints)
 	return []figure{{
 		Key:   "step_overhead_us",
 		Value: float64(med.Nanoseconds()) / 1e3,
 		Unit:  "µs",
 		Note: fmt.Sprintf("median of %d steps (%d runs of %d tool steps), instant model and tool, %.1f bbolt checkpoints a step",
 			len(durations), o.stepRuns, steps+1, float64(checkpoints)/float64(o.stepRuns*(steps+1))),
+	}, {
+		Key:   "checkpoint_bytes_per_step",
+		Value: perStep,
+		Unit:  "B",
+		Note: fmt.Sprintf("bytes of pages the bbolt store wrote (changed pages and the meta page of each commit) over the %d checkpoints of those runs, each tool output %d bytes",
+			checkpoints, len(tool.output)),
 	}}, nil
 }
 

@@ -121,14 +121,21 @@ type demoModel struct {
 var _ agent.Model = demoModel{}
 
 func (d demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	t := time.NewTimer(d.pace)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return agent.Reply{}, context.Cause(ctx)
-	}
 	mv := demoNext(req.Messages, len(req.Tools) > 0)
+	think := d.pace
+	if mv.Call == nil && req.OnText != nil {
+		// The answer is written word by word over the second half of the thinking time,
+		// as a streaming model would, so the console shows it being written.
+		think = d.pace / 2
+	}
+	if err := pause(ctx, think); err != nil {
+		return agent.Reply{}, err
+	}
+	if think != d.pace {
+		if err := streamWords(ctx, mv.Text, d.pace-think, req.OnText); err != nil {
+			return agent.Reply{}, err
+		}
+	}
 	msg := agent.Message{Role: agent.RoleAssistant, Content: mv.Text}
 	if mv.Call != nil {
 		c := *mv.Call
@@ -137,4 +144,28 @@ func (d demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply
 	}
 	prompt := agent.EstimateTokens(req.Messages)
 	return agent.Reply{Message: msg, Usage: agent.Usage{PromptTokens: prompt, CompletionTokens: 40, Calls: 1}, FinishReason: "stop"}, nil
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// streamWords passes text to onText a word at a time, spread over d.
+func streamWords(ctx context.Context, text string, d time.Duration, onText func(agent.TextDelta)) error {
+	words := strings.SplitAfter(text, " ")
+	for _, w := range words {
+		onText(agent.TextDelta{Text: w})
+		if err := pause(ctx, d/time.Duration(len(words))); err != nil {
+			return err
+		}
+	}
+	return nil
 }

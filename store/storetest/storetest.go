@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"Runs", testRuns},
 		{"RunsAfterStatusChanges", testRunsAfterStatusChanges},
 		{"RunHeader", testRunHeader},
+		{"StateChanges", testStateChanges},
 		{"RecoveryListing", testRecovery},
 		{"Approvals", testApprovals},
 		{"Outbox", testOutbox},

@@ -54,8 +54,8 @@ type Call struct {
 	Status int
 	// Injected is set when the answer was a failure queued with FailNext.
 	Injected bool
-	// TS is the timestamp the fake gave the message a chat.postMessage or
-	// chat.postEphemeral call posted; empty for other calls and refused ones.
+	// TS is the timestamp the fake gave the message a chat.postMessage,
+	// chat.postEphemeral or chat.startStream call posted; empty for other calls and refused ones.
 	TS string
 }
 
@@ -131,6 +131,10 @@ type Server struct {
 	dropOnAck map[string]bool
 	replies   map[string]string // conversations.replies bodies by channel + "/" + ts
 	users     map[string]string // users.info bodies by user ID
+	// streams are the streamed messages, refuseStreams the error startStream answers if
+	// set (stream.go).
+	streams       []*StreamedMessage
+	refuseStreams string
 }
 
 // envelope is a Socket Mode envelope the fake keeps until it is acknowledged.
@@ -645,6 +649,8 @@ func (s *Server) answerLocked(method string, v url.Values, host string) (body, t
 			return body, ""
 		}
 		return `{"ok":false,"error":"user_not_found"}`, ""
+	case "chat.startStream", "chat.appendStream", "chat.stopStream", "chat.delete":
+		return s.streamLocked(method, v)
 	default:
 		return `{"ok":false,"error":"unknown_method"}`, ""
 	}

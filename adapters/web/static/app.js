@@ -105,7 +105,8 @@
       el.className = 'entry';
       el.dataset.id = m.id;
       el.dataset.pos = String(m.pos);
-      const before = [...box.children].find((c) => Number(c.dataset.pos) > m.pos) || null;
+      // The answer being written, if any, stays last.
+      const before = [...box.children].find((c) => Number(c.dataset.pos) > m.pos) || box.querySelector('.entry-live');
       box.insertBefore(el, before);
     }
     el.dataset.kind = m.kind;
@@ -118,6 +119,29 @@
         b.title = `Shortcut: ${key}`;
       }
     }
+    if (stick) box.scrollTop = box.scrollHeight;
+  }
+
+  // live shows the answer as the model writes it, below the thread's messages; an empty
+  // html ends it (the answer arrives in its place, or the text was not the answer).
+  function live(s) {
+    if (s.thread !== current) return;
+    const box = $('messages');
+    const stick = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    let el = box.querySelector('.entry-live');
+    if (!s.html) {
+      if (el) el.remove();
+      return;
+    }
+    if (!el) {
+      el = document.createElement('div');
+      el.className = 'entry entry-live';
+      el.dataset.kind = 'live';
+      box.append(el);
+    }
+    // Rendered by the server from an allowlist, with every text escaped.
+    el.innerHTML = s.html;
+    localTimes(el);
     if (stick) box.scrollTop = box.scrollHeight;
   }
 
@@ -172,6 +196,7 @@
     });
     on('reset', () => $('messages').replaceChildren());
     on('message', upsert);
+    on('stream', live);
     on('notice', (n) => toast(n.text, 'notice'));
     on('sync', () => {
       setConn(true);
