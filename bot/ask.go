@@ -152,6 +152,9 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 		if err := tx.PutConversation(conv); err != nil {
 			return err
 		}
+		if err := b.markAsking(tx, runID, q.From); err != nil {
+			return err
+		}
 		return b.recs.put(tx, rec.Thread, now, askItem(pq))
 	})
 	if err != nil {
@@ -189,6 +192,9 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 		if err := tx.PutConversation(conv); err != nil {
 			return err
 		}
+		if err := b.markAsking(tx, runID, ""); err != nil {
+			return err
+		}
 		text := fmt.Sprintf("The question from %s is closed: %s. The run goes on without an answer.", q.From, closing)
 		return b.recs.put(tx, conv.Thread, b.clock.stamp(), noticeItem(runID, b.newID(), text))
 	})
@@ -219,7 +225,24 @@ func (b *Bot) pendingQuestion(tx Tx, conv *Conversation) (*PendingQuestion, erro
 	}
 	b.log.Info("stale question closed", "question", q.ID, "run", q.RunID)
 	conv.Asking = nil
+	if err := b.markAsking(tx, q.RunID, ""); err != nil {
+		return nil, err
+	}
 	return nil, tx.PutConversation(conv)
+}
+
+// markAsking notes on run id's record who asks the question its call waits on ("" once
+// none does), and refreshes its status card, which says so.
+func (b *Bot) markAsking(tx Tx, id, from string) error {
+	rec, err := tx.RunHeader(id)
+	if err != nil {
+		return err
+	}
+	rec.Asking = from
+	if err := tx.PutRunHead(rec); err != nil {
+		return err
+	}
+	return b.recs.put(tx, rec.Thread, b.clock.stamp(), cardItem(id))
 }
 
 // answerWith checks a reply in words against the question's options: with options, it must
@@ -243,6 +266,9 @@ func (q *PendingQuestion) answerWith(text string) (answer, notice string) {
 func (b *Bot) answerQuestion(tx Tx, conv *Conversation, q *PendingQuestion, who User, kind agent.AnswerKind, text string) (agent.Answer, error) {
 	conv.Asking = nil
 	if err := tx.PutConversation(conv); err != nil {
+		return agent.Answer{}, err
+	}
+	if err := b.markAsking(tx, q.RunID, ""); err != nil {
 		return agent.Answer{}, err
 	}
 	err := tx.AppendAudit(AuditEntry{At: b.clock.stamp(), Actor: who, Action: "question " + string(kind), RunID: q.RunID, CallID: q.CallID, Detail: clip(text, 200)})

@@ -109,6 +109,14 @@ func TestMCPElicitationThroughTheThread(t *testing.T) {
 		!strings.Contains(people.Text, "**People**") || !strings.Contains(people.Text, "Reply with a number.") {
 		t.Errorf("first question = %+v", people)
 	}
+	// Meanwhile the status card says the run waits for a person, and not that it works.
+	h.plat.await(t, "the card waiting for the answer", func() bool {
+		cards := h.plat.sent(bot.KindStatus)
+		return len(cards) > 0 && h.plat.shown(cards[0].ref.ID).Text == "Waiting for a reply: a question from MCP server rooms"
+	})
+	if card := h.plat.shown(h.plat.sent(bot.KindStatus)[0].ref.ID); card.Working {
+		t.Errorf("card while the question waits = %+v, want it not working", card)
+	}
 	h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "lots"})
 	again := h.question(2)
 	if !strings.Contains(again.Text, "(lots: answer with a whole number.)") {
@@ -139,8 +147,14 @@ func TestMCPElicitationThroughTheThread(t *testing.T) {
 	}
 	h.click(ann, buttonID(t, note, "Skip"))
 
-	h.plat.await(t, "the answer", func() bool { return len(h.plat.sent(bot.KindAnswer)) == 1 })
+	h.plat.await(t, "the answer and the finished card", func() bool {
+		cards := h.plat.sent(bot.KindStatus)
+		return len(h.plat.sent(bot.KindAnswer)) == 1 && h.plat.shown(cards[0].ref.ID).Text == "Done"
+	})
 	h.wantStatus(res.RunID, agent.StatusCompleted)
+	if rec := h.run(res.RunID); rec.Asking != "" {
+		t.Errorf("the finished run still notes a question from %q", rec.Asking)
+	}
 	reqs := model.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("model got %d requests, want 2", len(reqs))
@@ -186,9 +200,12 @@ func TestMCPElicitationDeclinedAndExpired(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		h, model := askHarness(t, bot.Config{Policy: bot.Policy{ApprovalExpiry: agent.Duration(time.Second)}})
-		h.mention(ann, "book a room")
+		res := h.mention(ann, "book a room")
 		h.question(1)
 		h.plat.await(t, "the answer", func() bool { return len(h.plat.sent(bot.KindAnswer)) == 1 })
+		if rec := h.run(res.RunID); rec.Asking != "" {
+			t.Errorf("the run still notes a question from %q after it expired", rec.Asking)
+		}
 		if got := model.Requests()[1].LastMessage().Content; !strings.Contains(got, "the user chose to cancel") || !strings.Contains(got, "not answered") {
 			t.Errorf("tool result = %q", got)
 		}
@@ -222,6 +239,14 @@ func TestStaleQuestion(t *testing.T) {
 			if err := tx.PutAction(&bot.Action{ID: "a-large", Kind: bot.ActionAnswer, RunID: res.RunID, Question: "q-old", Answer: "large"}); err != nil {
 				return err
 			}
+			head, err := tx.RunHeader(res.RunID)
+			if err != nil {
+				return err
+			}
+			head.Asking = "MCP server rooms"
+			if err := tx.PutRunHead(head); err != nil {
+				return err
+			}
 			return tx.PutConversation(conv)
 		})
 		if err != nil {
@@ -229,6 +254,9 @@ func TestStaleQuestion(t *testing.T) {
 		}
 		if got := h.click(ann, "a-large"); !strings.Contains(got.Notice, "This question is closed: loopbot restarted") {
 			t.Errorf("click on a stale question: notice %q", got.Notice)
+		}
+		if rec := h.run(res.RunID); rec.Asking != "" {
+			t.Errorf("the run still notes the stale question from %q", rec.Asking)
 		}
 		if got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "large"}); got.Notice != "Noted: the run will read this at its next step." {
 			t.Errorf("reply with a stale question: notice %q", got.Notice)

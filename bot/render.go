@@ -76,7 +76,12 @@ func statusCard(rec *RunRecord) Message {
 	}
 	// A queued run is its thread's active run, about to start (or waiting for a free
 	// slot): to the person who asked, it is at work already.
-	if rec.Status == agent.StatusRunning || rec.Status == agent.StatusQueued {
+	switch {
+	case rec.Status == agent.StatusRunning && rec.Asking != "":
+		// A tool of the run waits on a person's answer (ask.go): the run works on, but
+		// for the thread it waits.
+		m.Text = "Waiting for a reply: a question from " + clip(rec.Asking, 100)
+	case rec.Status == agent.StatusRunning || rec.Status == agent.StatusQueued:
 		m.Working, m.Activity = true, p.Current
 	}
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost)

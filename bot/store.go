@@ -109,6 +109,9 @@ type RunRecord struct {
 	CancelAction   string `json:"cancel_action,omitempty"`
 	ContinueAction string `json:"continue_action,omitempty"`
 	StopAction     string `json:"stop_action,omitempty"`
+	// Asking names who asks the question a call of the run waits on (Conversation.Asking),
+	// for the status card, while it waits.
+	Asking string `json:"asking,omitempty"`
 	// FeedbackUpAction and FeedbackDownAction are the opaque IDs of the answer's rating
 	// buttons, made when the run completes.
 	FeedbackUpAction   string    `json:"feedback_up_action,omitempty"`

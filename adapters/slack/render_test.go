@@ -410,3 +410,22 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestFeedbackBlockNeedsBoth: Slack's feedback buttons element has a positive and a negative
+// button; a message with only one rating button, or an ID too long for a value, keeps plain
+// buttons.
+func TestFeedbackBlockNeedsBoth(t *testing.T) {
+	up := bot.Button{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp}
+	down := bot.Button{ID: strings.Repeat("d", maxButtonValue+1), Label: "👎 Not helpful", Feedback: bot.FeedbackDown}
+	for name, buttons := range map[string][]bot.Button{
+		"only up":         {up},
+		"long down":       {up, down},
+		"no rating":       {{ID: "x", Label: "Cancel"}},
+		"two up, no down": {up, up},
+	} {
+		block, rest := feedbackBlock(buttons)
+		if block != nil || len(rest) != len(buttons) {
+			t.Errorf("%s: block %v, %d buttons left of %d", name, block, len(rest), len(buttons))
+		}
+	}
+}
