@@ -215,6 +215,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"type":"url_verification","challenge":"c"}`))
 	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"2.0"}}`))
 	f.Add([]byte(`{"type":"event_callback","team_id":"T2","event_id":"E","authorizations":[{"team_id":"T1"}],"event":{"type":"app_mention","user":"U1","text":"x","ts":"1.1","channel":"C1"}}`))
+	f.Add(callbackJSON(`{"type":"assistant_thread_started","assistant_thread":{"user_id":"U1","channel_id":"D1","thread_ts":"1.1"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeEvent(body, self)
 		if err != nil && ok {
@@ -224,6 +225,13 @@ func FuzzDecodeEvent(f *testing.F) {
 			if verr := ev.Validate(); verr != nil {
 				t.Fatalf("decoded an invalid event %+v: %v", ev, verr)
 			}
+		}
+		id, thread, ok, err := decodeThreadStarted(body)
+		if err != nil && ok {
+			t.Fatal("thread start ok with an error")
+		}
+		if ok && (id == "" || !thread.Valid()) {
+			t.Fatalf("decoded a thread start without its event or thread: %q %+v", id, thread)
 		}
 	})
 }

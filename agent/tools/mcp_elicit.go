@@ -204,7 +204,7 @@ func (f formField) value(text string) (any, error) {
 		}
 		return n, nil
 	case "array":
-		var out []string
+		out := []string{}
 		for part := range strings.SplitSeq(text, ",") {
 			if part = strings.TrimSpace(part); part == "" {
 				continue

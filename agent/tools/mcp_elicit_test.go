@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,4 +102,37 @@ func TestMCPElicitationURLModeDeclined(t *testing.T) {
 	if !strings.Contains(call.note(), "declined (loopbot relays forms only)") {
 		t.Errorf("note = %q", call.note())
 	}
+}
+
+// FuzzFormFields reads requested schemas a server may send, whatever they hold: reading one
+// never panics, every field read has a type loopbot relays, and an answer to any of them
+// either converts or says why not.
+func FuzzFormFields(f *testing.F) {
+	f.Add(`{"type":"object","properties":{"a":{"type":"string","enum":["x","y"]},"n":{"type":"integer"}},"required":["a"]}`, "x")
+	f.Add(`{"type":"object","properties":{"c":{"type":"string","oneOf":[{"const":"1","title":"One"}]},"t":{"type":"array","items":{"anyOf":[{"const":"q"}]}}}}`, "One, q")
+	f.Add(`{"type":"object","properties":{"b":{"type":"boolean"},"f":{"type":"number"}}}`, "1e309")
+	f.Fuzz(func(t *testing.T, schema, answer string) {
+		var v any
+		if json.Unmarshal([]byte(schema), &v) != nil {
+			return
+		}
+		fields, err := formFields(v)
+		if err != nil {
+			return
+		}
+		for _, fl := range fields {
+			switch fl.typ {
+			case "string", "number", "integer", "boolean", "array":
+			default:
+				t.Fatalf("field %q of type %q", fl.name, fl.typ)
+			}
+			if len(fl.values) != len(fl.labels) {
+				t.Fatalf("field %q: %d values, %d labels", fl.name, len(fl.values), len(fl.labels))
+			}
+			fl.question("MCP server x", "m", len(fields))
+			if got, err := fl.value(answer); err == nil && got == nil {
+				t.Fatalf("field %q: %q converted to nil", fl.name, answer)
+			}
+		}
+	})
 }
