@@ -29,6 +29,9 @@ type Hooks struct {
 	// Text sees the executor's reply as it is written, when the model streams (stream.go);
 	// nil streams nothing. It must not block for long: the model's stream waits for it.
 	Text func(ctx context.Context, d TextDelta)
+	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
+	// or an empty level keeps the one the state records.
+	Autonomy func(ctx context.Context) (Level, error)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -173,6 +176,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.exhausted(ctx, reason)
 		}
 		r.steer(wctx)
+		r.refreshLevel(wctx)
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
 		}
@@ -387,19 +391,11 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 		return invalid("%s", refuse)
 	}
 	rec.Risk, rec.RiskReason, rec.Reads = as.Risk, as.Reason, as.Reads
-	switch {
-	case tc.Name == askUserName:
+	if tc.Name == askUserName {
 		rec.Status = CallAwaitingInput
-	case as.Risk >= RiskConfirm:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && r.a.cfg.ConfirmCautious:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && st.ConsecutiveFailures >= r.a.cfg.LowMomentum:
-		rec.Status = CallAwaitingApproval
-		rec.RiskReason = strings.TrimSpace(rec.RiskReason + " (confirmation asked because recent calls failed)")
-	default:
-		rec.Status = CallReady
+		return rec
 	}
+	rec.Status, rec.RiskReason = r.approval(reg, as)
 	return rec
 }
 
@@ -576,6 +572,7 @@ func (r *runner) report() int {
 		}
 		c.Reported = true
 		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: toolContent(c)})
+		r.noteOutcome(c)
 		switch c.Status {
 		case CallSucceeded:
 			r.noteResult(c)
@@ -640,6 +637,9 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	}
 	if st.RepeatedError.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same error came back %d times in a row; the run looks stuck.", st.RepeatedError.Count)})
+	}
+	if p := r.checkIn(); p != nil {
+		return r.pause(ctx, *p)
 	}
 	if r.a.sanity != nil && (cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
 		if paused, err := r.sanityCheck(ctx, wctx); err != nil || paused {

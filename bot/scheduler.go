@@ -180,7 +180,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask}
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask, Autonomy: s.autonomyHook(rec.Thread)}
 	stream := s.streams.open(rec)
 	if stream != nil {
 		hooks.Text = stream.text

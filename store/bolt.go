@@ -56,10 +56,11 @@ var (
 	bucketFeedback      = []byte("feedback") // run ID + NUL + user ID -> bot.Feedback
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
+	bucketAutonomy      = []byte("channel_autonomy")
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

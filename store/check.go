@@ -113,6 +113,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketAudit):         decodes[bot.AuditEntry],
 	string(bucketOutbox):        decodes[bot.OutboxItem],
 	string(bucketFeedback):      decodes[bot.Feedback],
+	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
 }
 
 func decodes[T any](data []byte, what string) error {
