@@ -10,16 +10,6 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// assistantE2E is newE2E with Slack's agent features on ([slack] assistant).
-func assistantE2E(t *testing.T, script ...llmtest.Step) *e2e {
-	t.Helper()
-	e := newE2E(t, bot.Config{}, script...)
-	e.stop()
-	e.slackCfg = Config{Assistant: true}
-	e.start()
-	return e
-}
-
 // TestE2EAssistantSuggestedPrompts: a new assistant thread (the captured event in
 // testdata/events/assistant_thread_started.json) gets the suggested prompts, and never
 // reaches the bot; without the assistant features it gets nothing.
@@ -37,13 +27,13 @@ func TestE2EAssistantSuggestedPrompts(t *testing.T) {
 	}
 	// Nor a thread in a channel the adapter does not listen to.
 	e.stop()
-	e.slackCfg = Config{Assistant: true, AllowedChannels: []string{"C1"}}
+	e.assistant, e.slackCfg = true, Config{AllowedChannels: []string{"C1"}}
 	e.start()
 	e.f.send("events_api", "env-00", started)
 	e.f.nextAck()
 
 	e.stop()
-	e.slackCfg = Config{Assistant: true, SuggestedPrompts: []string{"Summarise the open issues", "What changed in the last release?"}}
+	e.slackCfg = Config{SuggestedPrompts: []string{"Summarise the open issues", "What changed in the last release?"}}
 	e.start()
 	e.f.send("events_api", "env-1", started)
 	e.f.nextAck()
@@ -73,7 +63,7 @@ func TestE2EAssistantSuggestedPrompts(t *testing.T) {
 // a failing setStatus changes nothing else. The answer carries Slack's feedback buttons, and
 // a click on one is stored as the person's rating.
 func TestE2EAssistantStatus(t *testing.T) {
-	e := assistantE2E(t)
+	e := agentE2E(t, false)
 	// The model holds its first reply until the test has seen the run working.
 	open := e.gate(llmtest.ToolCalls(llmtest.Call("deploy", `{"version":"1.2"}`)))
 	openAnswer := e.gate(llmtest.Text("Deployed v1.2."))

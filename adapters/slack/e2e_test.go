@@ -214,7 +214,7 @@ func (e *e2e) start() {
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	scfg := e.slackCfg
 	scfg.BotToken, scfg.AppToken, scfg.APIURL = "xoxb-test", "xapp-1-test", e.f.apiURL()
-	scfg.Assistant = scfg.Assistant || e.assistant
+	scfg.Assistant = e.assistant
 	a, err := New(scfg, WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
