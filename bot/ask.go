@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/agent"
 )
@@ -271,7 +272,13 @@ func (b *Bot) answerQuestion(tx Tx, conv *Conversation, q *PendingQuestion, who 
 	if err := b.markAsking(tx, q.RunID, ""); err != nil {
 		return agent.Answer{}, err
 	}
-	err := tx.AppendAudit(AuditEntry{At: b.clock.stamp(), Actor: who, Action: "question " + string(kind), RunID: q.RunID, CallID: q.CallID, Detail: clip(text, 200)})
+	// A chosen option is the server's own word; what a person typed may be anything they
+	// were asked for, so the log keeps only its length.
+	detail := text
+	if kind == agent.AnswerGiven && len(q.Options) == 0 {
+		detail = fmt.Sprintf("a reply of %d characters", utf8.RuneCountInString(text))
+	}
+	err := tx.AppendAudit(AuditEntry{At: b.clock.stamp(), Actor: who, Action: "question " + string(kind), RunID: q.RunID, CallID: q.CallID, Detail: clip(detail, 200)})
 	return agent.Answer{Kind: kind, Text: text, By: displayName(who)}, err
 }
 

@@ -166,6 +166,22 @@ func TestMCPElicitationThroughTheThread(t *testing.T) {
 	if strings.Contains(h.plat.allText(), "booked large") {
 		t.Error("the server's result reached the thread")
 	}
+	// The log keeps the chosen option, and of what was typed only its length.
+	var details []string
+	err := h.db.View(context.Background(), func(tx bot.Tx) error {
+		entries, err := tx.Audit(res.RunID)
+		for _, e := range entries {
+			details = append(details, e.Action+": "+e.Detail)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"question answer: a reply of 4 characters", "question answer: a reply of 1 characters", "question answer: large", "question skip: "}
+	if strings.Join(details, "|") != strings.Join(want, "|") {
+		t.Errorf("audit %q, want %q", details, want)
+	}
 }
 
 // TestMCPElicitationDeclinedAndExpired: Decline goes to the server as a decline; a question
