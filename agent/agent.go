@@ -26,12 +26,12 @@ type Hooks struct {
 	// Ask puts a tool's question to the run's thread and waits for the answer (ask.go); nil
 	// means tools cannot ask, and Ask returns ErrNoAsk.
 	Ask func(ctx context.Context, runID, callID string, q Question) (Answer, error)
-	// Text sees the executor's reply as it is written, when the model streams (stream.go);
-	// nil streams nothing. It must not block for long: the model's stream waits for it.
-	Text func(ctx context.Context, d TextDelta)
 	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
 	// or an empty level keeps the one the state records.
 	Autonomy func(ctx context.Context) (Level, error)
+	// Text sees the executor's reply as it is written, when the model streams (stream.go);
+	// nil streams nothing. It must not block for long: the model's stream waits for it.
+	Text func(ctx context.Context, d TextDelta)
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
