@@ -24,6 +24,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		return Message{Kind: KindNotice, Text: it.Text}, nil
 	case OutboxAsk:
 		return askMessage(tx, it)
+	case OutboxMemory:
+		return memoryMessage(tx, it)
 	}
 	// No message shows the conversation with the model, the bulk of a long run.
 	rec, err := tx.RunBrief(it.RunID)
@@ -41,7 +43,11 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer, Buttons: feedbackButtons(rec)}, nil
+		m := Message{Kind: KindAnswer, Text: st.Answer, Buttons: feedbackButtons(rec)}
+		if rec.SaveAction != "" {
+			m.Buttons = append(m.Buttons, Button{ID: rec.SaveAction, Label: "Save as playbook"})
+		}
+		return m, nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:

@@ -56,11 +56,12 @@ var (
 	bucketFeedback      = []byte("feedback") // run ID + NUL + user ID -> bot.Feedback
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
+	bucketMemory        = []byte("memory")     // channel + NUL + fact ID -> bot.MemoryFact
 	bucketAutonomy      = []byte("channel_autonomy")
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

@@ -36,6 +36,7 @@ var quarantinable = map[string]bool{
 	string(bucketOutbox):        true,
 	string(bucketFeedback):      true,
 	string(bucketAutonomy):      true,
+	string(bucketMemory):        true,
 }
 
 // Quarantined is a record moved aside because it did not decode.
