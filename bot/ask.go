@@ -36,6 +36,44 @@ type PendingQuestion struct {
 	DeclineAction string    `json:"decline_action"`
 	AskedAt       time.Time `json:"asked_at"`
 	ExpiresAt     time.Time `json:"expires_at"`
+	// Card is the question's card once posted, so that closing the question edits it.
+	Card MessageRef `json:"card,omitzero"`
+	// Outcome says how a closed question ended, for its card.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// maxClosedQuestions bounds Conversation.Asked: the latest closed questions are kept so that
+// their cards' edits, which may wait in the outbox, still find them.
+const maxClosedQuestions = 8
+
+// closeQuestion ends conv's question q with outcome: it is kept among the closed ones and
+// its card is edited to say how it ended, without its buttons. The caller stores conv.
+func (b *Bot) closeQuestion(tx Tx, conv *Conversation, q *PendingQuestion, outcome string) error {
+	q.Outcome = outcome
+	if conv.Asking != nil && conv.Asking.ID == q.ID {
+		conv.Asking = nil
+	}
+	conv.Asked = append(conv.Asked, q)
+	if n := len(conv.Asked); n > maxClosedQuestions {
+		conv.Asked = conv.Asked[n-maxClosedQuestions:]
+	}
+	if err := b.markAsking(tx, q.RunID, ""); err != nil {
+		return err
+	}
+	return b.recs.put(tx, conv.Thread, b.clock.stamp(), askItem(q))
+}
+
+// findQuestion is the question id of conv, waiting or closed.
+func findQuestion(conv *Conversation, id string) *PendingQuestion {
+	if conv.Asking != nil && conv.Asking.ID == id {
+		return conv.Asking
+	}
+	for _, q := range conv.Asked {
+		if q.ID == id {
+			return q
+		}
+	}
+	return nil
 }
 
 // QuestionOption is one answer to choose, with the opaque ID of its button.
@@ -189,11 +227,10 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 			answered = true
 			return nil
 		}
-		conv.Asking = nil
-		if err := tx.PutConversation(conv); err != nil {
+		if err := b.closeQuestion(tx, conv, conv.Asking, "Closed: "+closing+"."); err != nil {
 			return err
 		}
-		if err := b.markAsking(tx, runID, ""); err != nil {
+		if err := tx.PutConversation(conv); err != nil {
 			return err
 		}
 		text := fmt.Sprintf("The question from %s is closed: %s. The run goes on without an answer.", q.From, closing)
@@ -225,8 +262,7 @@ func (b *Bot) pendingQuestion(tx Tx, conv *Conversation) (*PendingQuestion, erro
 		return q, nil
 	}
 	b.log.Info("stale question closed", "question", q.ID, "run", q.RunID)
-	conv.Asking = nil
-	if err := b.markAsking(tx, q.RunID, ""); err != nil {
+	if err := b.closeQuestion(tx, conv, q, "Closed: loopbot restarted while it waited."); err != nil {
 		return nil, err
 	}
 	return nil, tx.PutConversation(conv)
@@ -265,11 +301,20 @@ func (q *PendingQuestion) answerWith(text string) (answer, notice string) {
 // answerQuestion closes conv's question q as who answered it, with an audit entry, and
 // returns the answer for the waiting call. The caller stores nothing else for it.
 func (b *Bot) answerQuestion(tx Tx, conv *Conversation, q *PendingQuestion, who User, kind agent.AnswerKind, text string) (agent.Answer, error) {
-	conv.Asking = nil
-	if err := tx.PutConversation(conv); err != nil {
+	name := displayName(who)
+	outcome := "Answered by " + name + "."
+	switch {
+	case kind == agent.AnswerSkipped:
+		outcome = "Skipped by " + name + "."
+	case kind == agent.AnswerDeclined:
+		outcome = "Declined by " + name + "."
+	case len(q.Options) > 0:
+		outcome = text + ": chosen by " + name + "."
+	}
+	if err := b.closeQuestion(tx, conv, q, outcome); err != nil {
 		return agent.Answer{}, err
 	}
-	if err := b.markAsking(tx, q.RunID, ""); err != nil {
+	if err := tx.PutConversation(conv); err != nil {
 		return agent.Answer{}, err
 	}
 	// A chosen option is the server's own word; what a person typed may be anything they
@@ -323,14 +368,7 @@ func (b *Bot) answerClick(ctx context.Context, who User, from ThreadRef, act *Ac
 			return err
 		}
 		answered = q.ID
-		text := fmt.Sprintf("%s answered %s: %s.", displayName(who), q.From, act.Answer)
-		switch kind {
-		case agent.AnswerSkipped:
-			text = fmt.Sprintf("%s skipped the question from %s.", displayName(who), q.From)
-		case agent.AnswerDeclined:
-			text = fmt.Sprintf("%s declined to answer %s.", displayName(who), q.From)
-		}
-		return b.recs.put(tx, rec.Thread, b.clock.stamp(), noticeItem(rec.ID, b.newID(), text))
+		return nil
 	})
 	if err == nil && answered != "" {
 		b.asks.deliver(answered, answer)
@@ -338,18 +376,22 @@ func (b *Bot) answerClick(ctx context.Context, who User, from ThreadRef, act *Ac
 	return res, err
 }
 
-// askMessage is the card of a tool's question, from the conversation as it is now. A
-// question closed before its card went out says so instead.
+// askMessage is the card of a tool's question, from the conversation as it is now: with its
+// buttons while it waits, with how it ended once closed.
 func askMessage(tx Tx, it OutboxItem) (Message, error) {
 	conv, err := tx.Conversation(it.Thread)
 	if err != nil {
 		return Message{}, fmt.Errorf("load conversation of %s: %w", it.Key, err)
 	}
-	q := conv.Asking
-	if q == nil || "ask/"+q.ID != it.Key {
+	q := findQuestion(conv, strings.TrimPrefix(it.Key, "ask/"))
+	if q == nil {
 		return Message{Kind: KindNotice, Text: "A question for this thread was closed before it could be shown."}, nil
 	}
 	m := Message{Kind: KindQuestion, Title: "Question from " + q.From, Text: q.Text}
+	if q.Outcome != "" {
+		m.Footer = q.Outcome
+		return m, nil
+	}
 	for _, o := range q.Options {
 		m.Buttons = append(m.Buttons, Button{ID: o.Action, Label: o.Label})
 	}
@@ -365,4 +407,30 @@ func askMessage(tx Tx, it OutboxItem) (Message, error) {
 		m.Footer = "Reply in this thread to answer" + until + ", or:"
 	}
 	return m, nil
+}
+
+// questionCard is the posted card of the question of item it, if any.
+func questionCard(tx Tx, it OutboxItem) (MessageRef, error) {
+	conv, err := tx.Conversation(it.Thread)
+	if err != nil {
+		return MessageRef{}, err
+	}
+	if q := findQuestion(conv, strings.TrimPrefix(it.Key, "ask/")); q != nil {
+		return q.Card, nil
+	}
+	return MessageRef{}, nil
+}
+
+// saveQuestionCard keeps the reference of a question's newly posted card.
+func saveQuestionCard(tx Tx, it OutboxItem, ref MessageRef) error {
+	conv, err := tx.Conversation(it.Thread)
+	if err != nil {
+		return err
+	}
+	q := findQuestion(conv, strings.TrimPrefix(it.Key, "ask/"))
+	if q == nil {
+		return nil
+	}
+	q.Card = ref
+	return tx.PutConversation(conv)
 }

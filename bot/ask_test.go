@@ -76,11 +76,27 @@ func askHarness(t *testing.T, cfg bot.Config) (*harness, *llmtest.Server) {
 	return newHarnessWith(t, cfg, client, m.Tools()...), srv
 }
 
-// question waits for the nth question card and returns it.
+// questionPosts are the question cards posted (not their edits), in order.
+func (h *harness) questionPosts() []op {
+	var out []op
+	for _, o := range h.plat.sent(bot.KindQuestion) {
+		if o.kind == "post" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// question waits for the nth question card and returns it as it was posted.
 func (h *harness) question(n int) bot.Message {
 	h.t.Helper()
-	h.plat.await(h.t, fmt.Sprintf("question %d", n), func() bool { return len(h.plat.sent(bot.KindQuestion)) >= n })
-	return h.plat.sent(bot.KindQuestion)[n-1].msg
+	h.plat.await(h.t, fmt.Sprintf("question %d", n), func() bool { return len(h.questionPosts()) >= n })
+	return h.questionPosts()[n-1].msg
+}
+
+// questionShown is the nth question card as it shows now.
+func (h *harness) questionShown(n int) bot.Message {
+	return h.plat.shown(h.questionPosts()[n-1].ref.ID)
 }
 
 func buttonID(t *testing.T, m bot.Message, label string) string {
@@ -139,6 +155,14 @@ func TestMCPElicitationThroughTheThread(t *testing.T) {
 	}
 	if got := h.click(ann, buttonID(t, room, "small")); got.Notice != "This run is not waiting for that any more." {
 		t.Errorf("second answer to the same question: notice %q", got.Notice)
+	}
+	// Answered, the card says how, and its buttons are gone; so for a typed answer.
+	h.plat.await(t, "the answered cards", func() bool {
+		return h.questionShown(3).Footer == "large: chosen by ann." &&
+			h.questionShown(2).Footer == "Answered by ann."
+	})
+	if card := h.questionShown(3); len(card.Buttons) != 0 {
+		t.Errorf("the answered card still has buttons: %+v", card.Buttons)
 	}
 
 	note := h.question(4)
@@ -199,9 +223,11 @@ func TestMCPElicitationDeclinedAndExpired(t *testing.T) {
 		if got := model.Requests()[1].LastMessage().Content; !strings.Contains(got, "the user chose to decline") || !strings.Contains(got, "declined by ann") {
 			t.Errorf("tool result = %q", got)
 		}
-		if !strings.Contains(h.plat.allText(), "ann declined to answer MCP server rooms.") {
-			t.Error("the thread was not told of the decline")
-		}
+		// The question's card is edited to say so, without its buttons.
+		h.plat.await(t, "the declined card", func() bool {
+			card := h.questionShown(1)
+			return card.Footer == "Declined by ann." && len(card.Buttons) == 0
+		})
 	})
 	t.Run("stop", func(t *testing.T) {
 		// A stop in words is never an answer: it cancels the run, and the question closes.
@@ -228,6 +254,10 @@ func TestMCPElicitationDeclinedAndExpired(t *testing.T) {
 		if !strings.Contains(h.plat.allText(), "The question from MCP server rooms is closed: it was not answered within 1s.") {
 			t.Errorf("the thread was not told the question closed:\n%s", h.plat.allText())
 		}
+		h.plat.await(t, "the closed card", func() bool {
+			card := h.questionShown(1)
+			return card.Footer == "Closed: it was not answered within 1s." && len(card.Buttons) == 0
+		})
 		// A late answer finds nothing to answer.
 		if got := h.click(ann, buttonID(t, h.question(1), "Decline")); got.Notice != "This run has already ended." && got.Notice != "This run is not waiting for that any more." {
 			t.Errorf("late answer: notice %q", got.Notice)
@@ -252,6 +282,10 @@ func TestStaleQuestion(t *testing.T) {
 			}
 			conv.Asking = &bot.PendingQuestion{ID: "q-old", RunID: res.RunID, From: "MCP server rooms", Text: "Which room?",
 				Options: []bot.QuestionOption{{Action: "a-large", Label: "large"}}, DeclineAction: "a-decline"}
+			// Eight questions closed before it: the conversation keeps the latest eight.
+			for i := range 8 {
+				conv.Asked = append(conv.Asked, &bot.PendingQuestion{ID: fmt.Sprintf("q-%d", i), RunID: res.RunID, Outcome: "Answered by ann."})
+			}
 			if err := tx.PutAction(&bot.Action{ID: "a-large", Kind: bot.ActionAnswer, RunID: res.RunID, Question: "q-old", Answer: "large"}); err != nil {
 				return err
 			}
@@ -273,6 +307,19 @@ func TestStaleQuestion(t *testing.T) {
 		}
 		if rec := h.run(res.RunID); rec.Asking != "" {
 			t.Errorf("the run still notes the stale question from %q", rec.Asking)
+		}
+		err = h.db.View(context.Background(), func(tx bot.Tx) error {
+			conv, err := tx.Conversation(thread)
+			if err != nil {
+				return err
+			}
+			if n := len(conv.Asked); n != 8 || conv.Asked[0].ID != "q-1" || conv.Asked[7].ID != "q-old" || conv.Asked[7].Outcome != "Closed: loopbot restarted while it waited." {
+				t.Errorf("closed questions kept: %d, first %s, last %+v", n, conv.Asked[0].ID, conv.Asked[n-1])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 		if got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "large"}); got.Notice != "Noted: the run will read this at its next step." {
 			t.Errorf("reply with a stale question: notice %q", got.Notice)

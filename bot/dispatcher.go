@@ -344,6 +344,8 @@ func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 		return ap.Card, nil
 	case OutboxMemory:
 		return memoryCard(tx, it)
+	case OutboxAsk:
+		return questionCard(tx, it)
 	}
 	return MessageRef{}, nil
 }
@@ -367,6 +369,8 @@ func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
 		return tx.PutApproval(ap)
 	case OutboxMemory:
 		return saveMemoryCard(tx, it, ref)
+	case OutboxAsk:
+		return saveQuestionCard(tx, it, ref)
 	}
 	return nil
 }

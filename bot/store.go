@@ -152,6 +152,8 @@ type Conversation struct {
 	// Asking is the question a tool of the active run waits on (an MCP server's
 	// elicitation), until it is answered or closed (ask.go).
 	Asking *PendingQuestion `json:"asking,omitempty"`
+	// Asked are the latest closed questions, kept for their cards' edits.
+	Asked []*PendingQuestion `json:"asked,omitempty"`
 }
 
 // RunNote is one thing a person said to a working run.
