@@ -299,7 +299,7 @@ func (d *dispatcher) sent(ctx context.Context, it OutboxItem, msg Message, ref M
 				return err
 			}
 		}
-		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory {
+		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory || it.Kind == OutboxAsk {
 			if now, err := render(tx, it); err == nil && !reflect.DeepEqual(now, msg) {
 				return nil
 			}

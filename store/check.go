@@ -114,6 +114,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketOutbox):        decodes[bot.OutboxItem],
 	string(bucketFeedback):      decodes[bot.Feedback],
 	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
+	string(bucketGrants):        decodes[bot.ChannelGrant],
 	string(bucketMemory):        decodes[bot.MemoryFact],
 }
 

@@ -26,6 +26,7 @@
 //	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
 //	outbox          item key -> bot.OutboxItem
 //	feedback        run ID + NUL + user ID -> bot.Feedback (one rating per person per answer)
+//	grants          grant ID -> bot.ChannelGrant (channel grants, grants.go)
 //	meta            "schema_version" -> 3
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)

@@ -36,6 +36,7 @@ var quarantinable = map[string]bool{
 	string(bucketOutbox):        true,
 	string(bucketFeedback):      true,
 	string(bucketAutonomy):      true,
+	string(bucketGrants):        true,
 	string(bucketMemory):        true,
 }
 

@@ -82,7 +82,7 @@ func TestE2EAssistantStatus(t *testing.T) {
 	e.log.waitCall(t, "the status cleared while the run waits", 1, "assistant.threads.setStatus", status(""))
 	before := len(e.log.of("assistant.threads.setStatus", status(workingStatus)))
 
-	e.click("env-click", "trig-1", "U1", "ann", ap.Card.ID, buttonValue(t, post, "Approve"))
+	e.click("env-click", "trig-1", "U1", "ann", ap.Card.ID, buttonValue(t, post, "Approve once"))
 	e.handled()
 	e.log.waitCall(t, "the status set again once the approved run goes on", before+1, "assistant.threads.setStatus", status(workingStatus))
 	openAnswer()

@@ -39,6 +39,8 @@ type job struct {
 	// prompts marks a new assistant thread (ev names it): it gets the suggested prompts and
 	// never reaches the bot.
 	prompts bool
+	// reason, if set, is a click that asks for a reason first (modal.go).
+	reason *reasonClick
 }
 
 // session is one Run: the bot's identity, the handler and the workers. Whatever is put in
@@ -226,6 +228,13 @@ func (s *session) process(j job) {
 		s.a.suggestPrompts(ctx, j.ev.Thread)
 		return
 	}
+	if j.reason != nil {
+		err := s.a.openReason(ctx, *j.reason)
+		if err == nil {
+			return // the modal's submission is the click
+		}
+		s.a.log.Warn("slack: reason modal not opened; the click counts without a reason", "event", j.ev.ID, "err", logSafe(err))
+	}
 	if j.goal != "" && j.ev.Thread.Thread == "" {
 		ts, err := s.postRoot(ctx, j)
 		if err != nil {
@@ -332,7 +341,11 @@ func (s *session) fromInteraction(body []byte) (job, bool) {
 		return job{}, false
 	}
 	s.ownTeam(&ev)
-	return job{ev: ev}, true
+	j := job{ev: ev}
+	if rc, ok := askedReason(body, ev); ok {
+		j.reason = &rc
+	}
+	return j, true
 }
 
 // notAllowedText answers a slash command in a channel loopbot does not serve.

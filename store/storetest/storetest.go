@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
+		{"Grants", testGrants},
 		{"Memory", testMemory},
 	}
 	for _, tt := range tests {
