@@ -122,7 +122,7 @@ func TestFailureNamesTheFilesWritten(t *testing.T) {
 		res := h.mention(ann, "write, then wait")
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		h.click(ann, h.card("C1").Buttons[0].ID)
+		h.click(ann, labelled(t, h.card("C1").Buttons, "Cancel").ID)
 		h.settle()
 		h.wantStatus(res.RunID, agent.StatusCancelled)
 		failures := h.plat.sent(bot.KindFailure)

@@ -24,6 +24,7 @@ var kindClass = map[bot.MessageKind]string{
 	bot.KindFailure:  "failure",
 	bot.KindQuestion: "question",
 	bot.KindNotice:   "notice",
+	bot.KindGrants:   "grants",
 }
 
 // planGlyph draws each plan mark; the mark also names the line's CSS class.
@@ -80,6 +81,14 @@ func renderMessage(m bot.Message) string {
 		b.WriteString(`<p class="msg-lead">` + escapeText(m.Footer) + "</p>\n")
 	}
 	if len(m.Buttons) > 0 {
+		// Buttons that ask for a reason (Reject) share one field, read when one is pressed.
+		for _, btn := range m.Buttons {
+			if btn.Reason != "" {
+				b.WriteString(`<input type="text" class="reason" maxlength="1000" placeholder="` + escapeText(btn.Reason) +
+					`" aria-label="` + escapeText(btn.Reason) + `">` + "\n")
+				break
+			}
+		}
 		b.WriteString(`<div class="buttons">` + "\n")
 		for _, btn := range m.Buttons {
 			style := "default"
@@ -92,6 +101,9 @@ func renderMessage(m bot.Message) string {
 			b.WriteString(`<button type="button" class="btn btn-` + style + `" data-action="` + escapeText(btn.ID) + `"`)
 			if btn.Confirm != "" {
 				b.WriteString(` data-confirm="` + escapeText(btn.Confirm) + `"`)
+			}
+			if btn.Reason != "" {
+				b.WriteString(` data-reason="1"`)
 			}
 			b.WriteString(">" + escapeText(btn.Label) + "</button>\n")
 		}

@@ -139,6 +139,43 @@ func TestRenderMessageGolden(t *testing.T) {
 			Footer:  "Runs in this channel are given these facts. Forget removes one.",
 		}},
 		{"unknown_kind", bot.Message{Kind: "\"><script>", Text: "shown as a notice"}},
+		{"approval_grants", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve shell?",
+			Text: "The run wants to call shell. Approve once runs it once with exactly these arguments. Approve for this run also lets later shell calls at risk confirm or lower run without asking. Always allow here (approvers only) lets shell go test run in this channel until revoked.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"command\": \"go test ./...\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Always allow here covers", Value: "shell go test", Code: true},
+			},
+			Footer: "Run started by ann",
+			Buttons: []bot.Button{
+				{ID: "act-once-1", Label: "Approve once", Style: bot.StylePrimary},
+				{ID: "act-run-1", Label: "Approve for this run"},
+				{ID: "act-always-1", Label: "Always allow here"},
+				{ID: "act-reject-3", Label: "Reject", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+				{ID: "act-rejstop-1", Label: "Reject and stop", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+			},
+		}},
+		{"grants", bot.Message{
+			Kind: bot.KindGrants, Title: "Grants in this channel",
+			Text: "Calls these cover run without asking, in every run of this channel. Dangerous calls always ask.",
+			Fields: []bot.Field{
+				{Name: "shell go test", Value: "up to confirm, by boss on 2026-11-27"},
+				{Name: "http_fetch GET https://api.example.com", Value: "up to confirm, by boss on 2026-11-27"},
+			},
+			Buttons: []bot.Button{
+				{ID: "act-revoke-1", Label: "Revoke shell go test", Style: bot.StyleDanger},
+				{ID: "act-revoke-2", Label: "Revoke http_fetch GET https://api.example.com", Style: bot.StyleDanger},
+			},
+		}},
+		{"status_pause", bot.Message{
+			Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue 12",
+			Footer: "Step 3 · 12s · 1200 tokens · $0.0040",
+			Buttons: []bot.Button{
+				{ID: "act-pause-1", Label: "Pause"},
+				{ID: "act-cancel-1", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"},
+			},
+		}},
 		{"hostile", bot.Message{
 			Kind: bot.KindApproval, Title: xss, Text: xss + "\n\n[x](javascript:alert(1))",
 			Plan:    []bot.PlanLine{{Text: xss, Status: `done" onclick="alert(1)`}},

@@ -311,7 +311,10 @@
     const all = card ? [...card.querySelectorAll('button')] : [b];
     all.forEach((x) => { x.disabled = true; });
     try {
-      const d = await post('/api/actions', `action\n${b.dataset.action}`, { action: b.dataset.action, thread: current });
+      // A button that asks for a reason sends what its card's reason field holds.
+      const field = b.dataset.reason ? b.closest('article')?.querySelector('input.reason') : null;
+      const text = field ? field.value.trim() : '';
+      const d = await post('/api/actions', `action\n${b.dataset.action}\n${text}`, text ? { action: b.dataset.action, thread: current, text } : { action: b.dataset.action, thread: current });
       // A notice means the click changed nothing (not allowed, say): the card stays as it
       // was, so its buttons must work again. A click that did change the card gets it
       // re-rendered, buttons and all.
@@ -327,8 +330,12 @@
 
   // Keyboard: "a" approves and "r" rejects, when no text box has the focus: the call of the
   // approval card the focus is in (tabbed to its buttons, say), else the thread's latest
-  // pending call. It is the same click as the mouse's, confirmation and all.
-  const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
+  // pending call. It is the same click as the mouse's, confirmation and all. "r" is the
+  // card's first danger button, Reject, never Reject and stop after it.
+  const shortcuts = {
+    a: '.msg-approval button.btn-primary',
+    r: '.msg-approval button.btn-danger:not(.btn-danger ~ .btn-danger)',
+  };
   document.addEventListener('keydown', (e) => {
     if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
