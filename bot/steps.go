@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,4 +182,51 @@ func withFiles(m Message, st *agent.State) Message {
 		m.Footer = "Files written: " + strings.Join(files, ", ")
 	}
 	return m
+}
+
+// Took says how long the step took as people read it (340 ms, 2.1 s, 3m5s); "" when it is
+// not known or not over.
+func (s Step) Took() string {
+	d := s.Duration
+	switch {
+	case d <= 0:
+		return ""
+	case d < time.Millisecond:
+		return "<1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
+	return d.Round(time.Second).String()
+}
+
+// stepMarks mark a step's status in plain text.
+var stepMarks = map[StepStatus]string{
+	StepWaiting:  "…",
+	StepRunning:  "▸",
+	StepDone:     "✓",
+	StepFailed:   "✗",
+	StepRejected: "⊘",
+}
+
+// StepsLine is a card's steps as one line of plain text, for a platform that shows no
+// more than that (Slack, Discord): each call's mark, tool and time, the newest last. It is
+// "" for a card without steps.
+func (m Message) StepsLine() string {
+	if len(m.Steps) == 0 {
+		return ""
+	}
+	var parts []string
+	if m.EarlierSteps > 0 {
+		parts = append(parts, strconv.Itoa(m.EarlierSteps)+" earlier")
+	}
+	for _, s := range m.Steps {
+		p := stepMarks[s.Status] + " " + s.Tool
+		if t := s.Took(); t != "" {
+			p += " " + t
+		}
+		parts = append(parts, strings.TrimSpace(p))
+	}
+	return "Tool calls: " + strings.Join(parts, " · ")
 }

@@ -40,6 +40,17 @@ var renderCases = []struct {
 	name string
 	msg  bot.Message
 }{
+	// A card's tool calls are one field.
+	{"status_steps", bot.Message{
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Steps: []bot.Step{
+			{ID: "c1", Tool: "list_files", Status: bot.StepDone, Duration: 12e6},
+			{ID: "c2", Tool: "shell", Status: bot.StepFailed, Duration: 2100e6},
+			{ID: "c3", Tool: "<@here>_*x*", Status: bot.StepWaiting},
+		},
+		EarlierSteps: 2,
+		Footer:       "step 5 · 14s",
+	}},
 	{"status", bot.Message{
 		Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue #12",
 		Plan: []bot.PlanLine{

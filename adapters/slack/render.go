@@ -112,6 +112,10 @@ func render(m bot.Message, single, assistant bool) ([]payload, error) {
 		tail = append(tail, b)
 	}
 	tail = append(tail, renderFields(m.Fields)...)
+	// A card's tool calls, as one line: the console folds out their arguments and results.
+	if l := m.StepsLine(); l != "" {
+		tail = append(tail, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clipMrkdwn(escape(l), maxContextText), false, false)))
+	}
 	if f := strings.TrimSpace(m.Footer); f != "" {
 		tail = append(tail, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clipMrkdwn(escape(f), maxContextText), false, false)))
 	}

@@ -26,6 +26,17 @@ func approvalButtons() []bot.Button {
 
 // goldenMessages are one message of each kind, plus the edge cases of escaping and length.
 var goldenMessages = map[string]bot.Message{
+	// A card's tool calls are one context line.
+	"status_steps": {
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Steps: []bot.Step{
+			{ID: "c1", Tool: "list_files", Status: bot.StepDone, Duration: 12e6},
+			{ID: "c2", Tool: "shell", Status: bot.StepFailed, Duration: 2100e6},
+			{ID: "c3", Tool: "<@here>_*x*", Status: bot.StepWaiting},
+		},
+		EarlierSteps: 2,
+		Footer:       "step 5 · 14s",
+	},
 	"status": {
 		Kind: bot.KindStatus, Title: "Working on it",
 		Text: "Summarise the open issues in **loopbot/loopbot** and draft a release note",
