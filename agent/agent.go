@@ -23,6 +23,12 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Grants returns the grants of the run's channel (grant.go), read at most once a step,
+	// when a call would wait for approval; nil means the channel has none.
+	Grants func(ctx context.Context) ([]Grant, error)
+	// Hold returns who asked the run to pause, or "" when nobody did (pause.go); it is
+	// asked at every step boundary. nil means nobody can pause the run.
+	Hold func(ctx context.Context) (by string, err error)
 	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
 	// or an empty level keeps the one the state records.
 	Autonomy func(ctx context.Context) (Level, error)
@@ -146,8 +152,8 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) error {
 	st := r.st
-	start := st.Recover
-	if st.Status == StatusQueued {
+	start, queued := st.Recover, st.Status == StatusQueued
+	if queued {
 		start = st.Start
 	}
 	if err := start(r.a.now()); err != nil {
@@ -157,6 +163,13 @@ func (r *runner) run(ctx context.Context) error {
 		st.Nonce = newNonce()
 	}
 	r.emit(Event{Kind: EventResumed})
+	// A run that starts says so before its first model call, which may take a while of
+	// retries: otherwise the thread shows it queued all that time.
+	if queued {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 
 	remaining := time.Duration(r.a.cfg.MaxWall) - st.Active
 	if remaining <= 0 {
@@ -177,6 +190,9 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if reason := r.overBudget(); reason != "" {
 			return r.exhausted(ctx, reason)
+		}
+		if held, err := r.holdRequested(ctx, wctx); held || err != nil {
+			return err
 		}
 		r.steer(wctx)
 		if paused, err := r.askedSanity(ctx, wctx); err != nil || paused {
@@ -298,6 +314,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	for _, c := range st.Calls {
 		seen[c.ID] = true
 	}
+	grants := r.channelGrants(wctx)
 	for i := range msg.ToolCalls {
 		tc := &msg.ToolCalls[i]
 		if tc.ID == "" || seen[tc.ID] {
@@ -316,7 +333,7 @@ func (r *runner) step(ctx, wctx context.Context) error {
 				Error: fmt.Sprintf("the arguments of %s were %d bytes, over the limit of %d; send smaller arguments (write large content in parts)", tc.Name, n, r.a.cfg.MaxArgBytes)})
 			continue
 		}
-		st.Calls = append(st.Calls, r.assess(*tc))
+		st.Calls = append(st.Calls, r.assess(*tc, grants))
 	}
 	st.Messages = append(st.Messages, msg)
 	if r.onlyIdempotentReady() {
@@ -357,7 +374,7 @@ func (r *runner) emptyReply(ctx context.Context) error {
 
 // assess turns one tool call of the model into a record: invalid calls are answered at once,
 // the rest are ready to run or wait for a person.
-func (r *runner) assess(tc ToolCall) CallRecord {
+func (r *runner) assess(tc ToolCall, grants func() []Grant) CallRecord {
 	st := r.st
 	rec := CallRecord{
 		ID:        tc.ID,
@@ -391,11 +408,12 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	as := reg.tool.Assess(rawArgs(tc.Arguments))
 	if floor, ok := r.a.cfg.RiskFloor[tc.Name]; ok && floor > as.Risk {
 		as.Risk = floor
-		as.Reason = strings.TrimSpace(as.Reason + " (raised to " + floor.String() + " by config)")
+		as.Reason = strings.TrimSpace(as.Reason + " (" + r.a.cfg.floorReason(tc.Name, floor) + ")")
 	}
 	if as.Risk < RiskSafe || as.Risk > RiskDangerous {
 		as.Risk = RiskConfirm
 	}
+	held := r.flowHolds(as)
 	as, refuse := r.guardFlow(tc, as)
 	if refuse != "" {
 		return invalid("%s", refuse)
@@ -406,6 +424,7 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 		return rec
 	}
 	rec.Status, rec.RiskReason = r.approval(reg, as)
+	r.applyGrant(&rec, rawArgs(tc.Arguments), held, grants)
 	return rec
 }
 
@@ -425,6 +444,8 @@ func (r *runner) finishStep(ctx, wctx context.Context) error {
 	st := r.st
 	if pending := st.PendingApprovals(); len(pending) > 0 {
 		if st.Status != StatusAwaitingApproval {
+			r.preview(ctx)
+			pending = st.PendingApprovals()
 			for i := range pending {
 				r.emit(Event{Kind: EventApprovalRequested, Call: &pending[i]})
 			}
@@ -661,7 +682,7 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 
 func (r *runner) tooManyFailures(ctx context.Context) error {
 	st := r.st
-	reason := fmt.Sprintf("%d tool calls failed in a row.", st.ConsecutiveFailures)
+	reason := count(st.ConsecutiveFailures, "tool call") + " failed in a row."
 	if r.a.cfg.FailureHandling == FailureAbort {
 		return r.fail(ctx, reason+"\n"+st.Summary())
 	}

@@ -17,7 +17,7 @@ import (
 func (st *State) nudge(p *Pause) string {
 	var parts []string
 	switch p.Kind {
-	case PauseModelError:
+	case PauseModelError, PausePerson:
 		return ""
 	case PauseFailures:
 		if c := st.lastFailed(); c != nil {

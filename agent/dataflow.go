@@ -32,7 +32,7 @@ func (r *runner) guardFlow(tc ToolCall, as Assessment) (out Assessment, refuse s
 			"it was refused and cannot be approved. Do not send secrets anywhere", tc.Name, as.Sends)
 	}
 	st := r.st
-	if st.Exposed == "" || (!as.Carries && namedIn(st.Goal, as.Sends)) {
+	if !r.flowHolds(as) {
 		return as, ""
 	}
 	if as.Risk < RiskConfirm {
@@ -40,6 +40,13 @@ func (r *runner) guardFlow(tc ToolCall, as Assessment) (out Assessment, refuse s
 	}
 	as.Reason = fmt.Sprintf("this run has read %s; this call would send data to %s", st.Exposed, as.Sends)
 	return as, ""
+}
+
+// flowHolds reports whether the guard holds a call with this assessment for a person: the
+// run is exposed and the call can carry data somewhere the goal did not name. No grant
+// covers such a call (grant.go).
+func (r *runner) flowHolds(as Assessment) bool {
+	return as.Sends != "" && r.st.Exposed != "" && (as.Carries || !namedIn(r.st.Goal, as.Sends))
 }
 
 // exposeBy marks the run exposed by a call that ran and brought outside content in.

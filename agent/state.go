@@ -127,6 +127,17 @@ type CallRecord struct {
 	Reported bool `json:"reported,omitempty"`
 	// Reads is the outside source the call brings in (Assessment.Reads).
 	Reads string `json:"reads,omitempty"`
+	// GrantPattern is the argument pattern an "Always allow here" of this call would grant
+	// (grant.go); empty when the call can only be approved for once or for the run.
+	GrantPattern string `json:"grant_pattern,omitempty"`
+	// GrantedBy names the grant that let the call run without asking.
+	GrantedBy *GrantUse `json:"granted_by,omitempty"`
+	// FlowHeld marks a call the data-flow guard holds: no grant covers it, so its card
+	// offers none.
+	FlowHeld bool `json:"flow_held,omitempty"`
+	// Preview is what the tool says the call would change (Previewer), taken when the
+	// call came to need approval, for the approval card.
+	Preview string `json:"preview,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.
@@ -239,6 +250,9 @@ type State struct {
 	PlaybookLevel Level `json:"playbook_level,omitempty"`
 	// Momentum is the window of the run's latest call outcomes (momentum.go).
 	Momentum Momentum `json:"momentum,omitzero"`
+
+	// Grants are the run's "Approve for this run" grants (grant.go).
+	Grants []Grant `json:"grants,omitempty"`
 
 	Pause  *Pause `json:"pause,omitempty"`
 	Answer string `json:"answer,omitempty"`
@@ -372,11 +386,14 @@ func (st *State) Respond(text, from string) error {
 		if st.Pause.Kind == PauseQuestion && strings.TrimSpace(text) != "" {
 			msg = "The user (" + from + ") answered: " + text
 		}
-		st.ConsecutiveFailures = 0
-		st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
-		// A person let the run go on: it starts again with full momentum.
-		st.Momentum = Momentum{}
-		st.ProgressAt = st.Step
+		if st.Pause.Kind != PausePerson {
+			// A person's go-ahead after the loop stopped itself starts its counts afresh,
+			// with full momentum; a pause a person asked for changed nothing they measure.
+			st.ConsecutiveFailures = 0
+			st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
+			st.Momentum = Momentum{}
+			st.ProgressAt = st.Step
+		}
 		if msg != "" {
 			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})
 		}
@@ -457,8 +474,11 @@ func (st *State) Summary() string {
 	for _, c := range st.Calls {
 		counts[c.Status]++
 	}
-	fmt.Fprintf(&b, "%d steps, %d tool calls (%d succeeded, %d failed, %d rejected).",
-		st.Step, len(st.Calls), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	fmt.Fprintf(&b, "%s, %s (%d succeeded, %d failed, %d rejected).",
+		count(st.Step, "step"), count(len(st.Calls), "tool call"), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	if f := st.lastFailure(); f != "" {
+		b.WriteString("\n" + f)
+	}
 	return b.String()
 }
 

@@ -130,7 +130,7 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 		h.settle()
 		h.wantStatus(res.RunID, agent.StatusAwaitingApproval)
 		approve, reject := h.buttons()
-		if approve.Label != "Approve" || approve.Style != bot.StylePrimary || reject.Style != bot.StyleDanger {
+		if approve.Label != "Approve once" || approve.Style != bot.StylePrimary || reject.Style != bot.StyleDanger {
 			t.Errorf("buttons = %+v, %+v", approve, reject)
 		}
 		card := h.plat.sent(bot.KindApproval)[0]

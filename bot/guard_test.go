@@ -23,10 +23,19 @@ func (h *harness) approvalButtons() map[string][2]bot.Button {
 		}
 		m := h.plat.shown(o.ref.ID)
 		tool := strings.TrimSuffix(strings.TrimPrefix(m.Title, "Approve "), "?")
-		if len(m.Buttons) != 2 {
-			h.t.Fatalf("approval card for %s has buttons %+v, want Approve and Reject", tool, m.Buttons)
+		var pair [2]bot.Button
+		for _, b := range m.Buttons {
+			switch b.Label {
+			case "Approve once":
+				pair[0] = b
+			case "Reject":
+				pair[1] = b
+			}
 		}
-		out[tool] = [2]bot.Button{m.Buttons[0], m.Buttons[1]}
+		if pair[0].ID == "" || pair[1].ID == "" {
+			h.t.Fatalf("approval card for %s has buttons %+v, want Approve once and Reject", tool, m.Buttons)
+		}
+		out[tool] = pair
 	}
 	return out
 }
@@ -177,7 +186,7 @@ func TestClickFromAnotherThreadIsRefused(t *testing.T) {
 					res := h.mention(ann, "do the op")
 					h.settle()
 					approve, reject := h.buttons()
-					id := map[string]string{"approve": approve.ID, "reject": reject.ID, "cancel": h.card("C1").Buttons[0].ID}[button]
+					id := map[string]string{"approve": approve.ID, "reject": reject.ID, "cancel": labelled(t, h.card("C1").Buttons, "Cancel").ID}[button]
 
 					got := h.event(bot.Event{Kind: bot.EventAction, Thread: e.from, User: ann, ActionID: id})
 					if got.Notice != "This button belongs to another thread." {

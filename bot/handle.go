@@ -27,7 +27,6 @@ const (
 	noticeCancelling   = "Cancelling the run."
 	noticeOtherThread  = "This button belongs to another thread."
 	noticeNoted        = "Noted: the run will read this at its next step."
-	noticeNoPause      = "Pausing is not available: the run keeps working. Say \"stop\" or press Cancel to end it."
 )
 
 // Handle takes one event from an adapter. It only reads and writes the store (never a model
@@ -98,6 +97,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.status(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandCancel:
 		res, err = b.cancelThread(ctx, ev)
+	case ev.Kind == EventCommand && ev.Command == CommandGrants:
+		res, err = b.listGrants(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandAutonomy:
 		res, err = b.autonomy(ctx, ev)
 	default:
@@ -136,9 +137,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return Result{Notice: notice}, nil
 	}
 	var res Result
-	var stop string
+	var stop, pause string
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res, stop = Result{}, ""
+		res, stop, pause = Result{}, "", ""
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -165,14 +166,14 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 			return err
 		}
 		if ev.Kind == EventReply && steerable(rec.Status) {
-			// A plain-words stop or pause is a control, never a note for the model: a stop
-			// is cancelled below, after the claim commits, exactly as the Cancel button is.
+			// A plain-words stop or pause is a control, never a note for the model: it is
+			// done below, after the claim commits, exactly as the Cancel or Pause button does.
 			switch controlWords(text) {
 			case wordsStop:
 				stop = rec.ID
 				return nil
 			case wordsPause:
-				res.RunID, res.Notice = rec.ID, noticeNoPause
+				pause = rec.ID
 				return nil
 			}
 			// A reply to a run that is working is said to the run: it reaches the model at
@@ -188,6 +189,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	})
 	if err == nil && stop != "" {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
+	}
+	if err == nil && pause != "" {
+		return b.pauseRun(ctx, ev.User, ev.Thread, pause)
 	}
 	return res, err
 }
@@ -312,16 +316,7 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		if err != nil {
 			return err
 		}
-		switch {
-		case !fromThread(from, rec.Thread):
-			b.log.Warn("cancel from another thread refused", "run", runID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
-			res.Notice = noticeOtherThread
-			return nil
-		case rec.Status.Terminal():
-			res.Notice = noticeEnded
-			return nil
-		case !b.cfg.Policy.mayControl(rec, who):
-			res.Notice = noticeNoControl
+		if res.Notice = b.refuseControl("cancel", rec, who, from); res.Notice != "" {
 			return nil
 		}
 		now := b.clock.stamp()
@@ -341,6 +336,21 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		err = b.sched.settleCancel(ctx, runID, reason)
 	}
 	return res, err
+}
+
+// refuseControl says why who, acting in thread from, may not verb (cancel, pause) run rec,
+// or "" if they may.
+func (b *Bot) refuseControl(verb string, rec *RunRecord, who User, from ThreadRef) string {
+	switch {
+	case !fromThread(from, rec.Thread):
+		b.log.Warn(verb+" from another thread refused", "run", rec.ID, "user", who.ID, "from", from.Key(), "thread", rec.Thread.Key())
+		return noticeOtherThread
+	case rec.Status.Terminal():
+		return noticeEnded
+	case !b.cfg.Policy.mayControl(rec, who):
+		return noticeNoControl
+	}
+	return ""
 }
 
 // fromThread reports whether a click that came from thread from may act on something that
@@ -370,12 +380,16 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return Result{}, err
 	}
 	switch act.Kind {
-	case ActionApprove, ActionReject:
-		return b.decide(ctx, ev.User, ev.Thread, act)
+	case ActionApprove, ActionReject, ActionApproveRun, ActionApproveAlways, ActionRejectStop:
+		return b.decide(ctx, ev.User, ev.Thread, act, clipReason(ev.Text))
+	case ActionRevoke:
+		return b.revoke(ctx, ev.User, ev.Thread, act)
 	case ActionCancel, ActionStop:
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
 		return b.resume(ctx, ev.User, ev.Thread, act)
+	case ActionPause:
+		return b.pauseRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionForget:
 		return b.forget(ctx, ev.User, ev.Thread, act)
 	case ActionSavePlaybook:
@@ -416,10 +430,12 @@ func (b *Bot) resume(ctx context.Context, who User, from ThreadRef, act *Action)
 
 // decide applies an Approve or Reject click from thread from. Everything is checked and
 // changed in one transaction, so of two clicks racing only one finds the approval pending.
-func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action) (Result, error) {
-	v := verdict{outcome: ApprovalRejected, by: who}
-	if act.Kind == ActionApprove {
+func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action, reason string) (Result, error) {
+	v := verdict{outcome: ApprovalRejected, by: who, grant: grantScope(act.Kind), stop: act.Kind == ActionRejectStop}
+	if act.Kind == ActionApprove || v.grant != "" {
 		v.outcome = ApprovalApproved
+	} else {
+		v.reason = reason
 	}
 	res := Result{RunID: act.RunID}
 	var decided *Approval
@@ -439,6 +455,11 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 			res.Notice = msg
 			return nil
 		}
+		if msg := b.cfg.Policy.refuseGrant(ap, who, v.grant); msg != "" {
+			b.log.Warn("grant refused", "approval", ap.ID, "user", who.ID, "scope", v.grant, "risk", ap.Risk)
+			res.Notice = msg
+			return nil
+		}
 		ok, err := b.recs.settle(tx, ap, v, now)
 		if err != nil {
 			return err
@@ -448,6 +469,9 @@ func (b *Bot) decide(ctx context.Context, who User, from ThreadRef, act *Action)
 			return nil
 		}
 		decided = ap
+		if v.stop {
+			return b.recs.rejectStop(tx, ap, who, v.reason, now)
+		}
 		return nil
 	})
 	if err == nil && decided != nil {

@@ -446,11 +446,25 @@ func (h *harness) buttons() (approve, reject bot.Button) {
 	if len(cards) == 0 {
 		h.t.Fatal("no approval card was posted")
 	}
-	bs := h.plat.shown(cards[len(cards)-1].ref.ID).Buttons
-	if len(bs) != 2 {
-		h.t.Fatalf("approval card has buttons %+v, want Approve and Reject", bs)
+	return h.button("Approve once"), h.button("Reject")
+}
+
+// button returns the button labelled label of the latest approval card as the thread shows
+// it.
+func (h *harness) button(label string) bot.Button {
+	h.t.Helper()
+	cards := h.plat.sent(bot.KindApproval)
+	if len(cards) == 0 {
+		h.t.Fatal("no approval card was posted")
 	}
-	return bs[0], bs[1]
+	bs := h.plat.shown(cards[len(cards)-1].ref.ID).Buttons
+	for _, b := range bs {
+		if b.Label == label {
+			return b
+		}
+	}
+	h.t.Fatalf("approval card has buttons %+v, none labelled %q", bs, label)
+	return bot.Button{}
 }
 
 func (h *harness) wantStatus(runID string, want agent.Status) {

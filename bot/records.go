@@ -136,6 +136,7 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		Requester:    requester,
 		State:        agent.NewState(id, goal, history, now),
 		CancelAction: r.newID(),
+		PauseAction:  r.newID(),
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
@@ -149,6 +150,9 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 	}
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {
+		return nil, err
+	}
+	if err := tx.PutAction(&Action{ID: rec.PauseAction, Kind: ActionPause, RunID: id}); err != nil {
 		return nil, err
 	}
 	if err := tx.PutRun(rec); err != nil {
@@ -208,6 +212,9 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 			return err
 		}
 		old = stored.State
+	}
+	if err := r.auditGrantUses(tx, st); err != nil {
+		return err
 	}
 	prev := rec.Status
 	rec.State = st
@@ -327,6 +334,9 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 	case rec.Status == prev:
 	case rec.Status == agent.StatusAwaitingInput:
+		if st.Pause.Kind == agent.PausePerson {
+			rec.PauseBy = "" // taken: the run is paused
+		}
 		text := st.Pause.Reason
 		if st.Pause.Kind == agent.PauseAskUser || st.Pause.Kind == agent.PauseQuestion {
 			text = st.Pause.Question
@@ -379,6 +389,9 @@ func (r *records) requestApproval(tx Tx, rec *RunRecord, c agent.CallRecord, now
 		CreatedAt:     now,
 		ExpiresAt:     now.Add(r.expiry),
 	}
+	if err := r.grantActions(tx, ap, c); err != nil {
+		return nil, err
+	}
 	if err := tx.PutApproval(ap); err != nil {
 		return nil, err
 	}
@@ -396,6 +409,10 @@ type verdict struct {
 	outcome ApprovalStatus
 	by      User
 	reason  string
+	// grant is the grant an approval makes besides (grants.go); stop ends the run after a
+	// rejection.
+	grant agent.GrantScope
+	stop  bool
 }
 
 // byPerson reports whether a person decided, as opposed to the approval expiring.
@@ -436,6 +453,10 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		log.Warn("approval closed on a call that no longer waits", "outcome", v.outcome, "err", err)
 		decided = false
 	}
+	// Only a decision that took effect makes the grant it asked for (an expiry asks for none).
+	if err := r.grant(tx, rec, ap, rec.State.Call(ap.CallID), v, now); err != nil {
+		return false, err
+	}
 	ap.Status, ap.DecidedAt, ap.Reason = v.outcome, now, v.reason
 	if v.byPerson() {
 		ap.DecidedBy = v.by
@@ -444,7 +465,7 @@ func (r *records) settle(tx Tx, ap *Approval, v verdict, now time.Time) (bool, e
 		return false, err
 	}
 	if err := tx.AppendAudit(AuditEntry{At: now, Actor: v.by, Action: auditActions[v.outcome], RunID: ap.RunID,
-		ApprovalID: ap.ID, CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash}); err != nil {
+		ApprovalID: ap.ID, CallID: ap.CallID, Tool: ap.Tool, ArgsHash: ap.ArgsHash, Detail: v.reason}); err != nil {
 		return false, err
 	}
 	if err := r.put(tx, ap.Thread, now, approvalCardItem(ap)); err != nil {

@@ -22,6 +22,12 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 	switch it.Kind {
 	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxGrants:
+		gs, err := tx.Grants(it.Text)
+		if err != nil {
+			return Message{}, fmt.Errorf("load grants of %s: %w", it.Text, err)
+		}
+		return grantsMessage(gs), nil
 	case OutboxMemory:
 		return memoryMessage(tx, it)
 	}
@@ -41,7 +47,7 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		m := Message{Kind: KindAnswer, Text: st.Answer}
+		m := answerMessage(st)
 		if rec.SaveAction != "" {
 			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
 		}
@@ -57,8 +63,12 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 			m.Footer = "Reply in this thread to answer."
 		default:
 			m.Footer = "Reply in this thread with instructions, or choose:"
+			label := "Continue"
+			if st.Pause.Kind == agent.PausePerson {
+				label = "Resume"
+			}
 			m.Buttons = []Button{
-				{ID: rec.ContinueAction, Label: "Continue", Style: StylePrimary},
+				{ID: rec.ContinueAction, Label: label, Style: StylePrimary},
 				{ID: rec.StopAction, Label: "Stop", Style: StyleDanger},
 			}
 		}
@@ -78,9 +88,13 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	m.Steps, m.EarlierSteps = runSteps(st)
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost) + autonomyFooter(st)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
-		m.Buttons = []Button{{ID: rec.CancelAction, Label: "Cancel", Style: StyleDanger, Confirm: "Cancel this run?"}}
+		m.Buttons = controlButtons(rec)
+	}
+	if rec.PauseBy != "" && !rec.Status.Terminal() && !pausedByPerson(rec) {
+		m.Text += " (pausing at the next step, asked by " + rec.PauseBy + ")"
 	}
 	return m
 }
@@ -123,22 +137,34 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	if reason != "" {
 		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
 	}
+	// What the call would change (write_file's diff of the file it replaces) comes last,
+	// so a platform that must drop fields to fit drops it before the risk.
+	if c != nil && c.Preview != "" {
+		m.Fields = append(m.Fields, Field{Name: "Changes", Value: c.Preview, Code: true})
+	}
 	m.Footer = "Run started by " + displayName(ap.Requester)
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 	switch ap.Status {
 	case ApprovalPending:
-		m.Text = "The run wants to call " + ap.Tool + ". Approve to run it once with exactly these arguments."
-		approve := Button{ID: ap.ApproveAction, Label: "Approve", Style: StylePrimary}
-		if ap.Risk >= agent.RiskDangerous {
-			approve.Confirm = "This call is dangerous. Run " + ap.Tool + " with these arguments?"
+		m.Text, m.Buttons = approvalChoices(ap)
+		if ap.Pattern != "" && ap.AlwaysAction != "" {
+			m.Fields = append(m.Fields, Field{Name: "Always allow here covers", Value: ap.Tool + " " + ap.Pattern, Code: true})
 		}
-		m.Buttons = []Button{approve, {ID: ap.RejectAction, Label: "Reject", Style: StyleDanger}}
 	case ApprovalApproved:
 		m.Title = ap.Tool + ": approved"
 		m.Text = "Approved by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+		switch ap.Granted {
+		case agent.GrantRun:
+			m.Text += " Later " + ap.Tool + " calls at risk " + ap.Risk.String() + " or lower run without asking in this run."
+		case agent.GrantChannel:
+			m.Text += " " + ap.Tool + " " + ap.Pattern + " is allowed in this channel until revoked (grants)."
+		}
 	case ApprovalRejected:
 		m.Title = ap.Tool + ": rejected"
 		m.Text = "Rejected by " + displayName(ap.DecidedBy) + " at " + when(ap.DecidedAt) + "."
+		if ap.Reason != "" {
+			m.Text += " Reason: " + ap.Reason
+		}
 	case ApprovalExpired:
 		m.Title = ap.Tool + ": expired"
 		m.Text = "Expired: not approved within " + shortDuration(ap.ExpiresAt.Sub(ap.CreatedAt)) + "."
@@ -181,7 +207,7 @@ func failureMessage(st *agent.State) Message {
 		parts = append(parts, st.Summary())
 	}
 	m.Text = strings.TrimSpace(strings.Join(parts, "\n\n"))
-	return m
+	return withFiles(m, st)
 }
 
 // shortDuration writes d as people do: 30m rather than Go's 30m0s.

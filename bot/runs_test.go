@@ -34,9 +34,10 @@ func TestCancelButtonStopsARunningRun(t *testing.T) {
 		synctest.Wait()
 		h.wantStatus(res.RunID, agent.StatusRunning)
 		buttons := h.card("C1").Buttons
-		if len(buttons) != 1 || buttons[0].Label != "Cancel" {
-			t.Fatalf("card buttons = %+v, want Cancel", buttons)
+		if len(buttons) != 2 || buttons[0].Label != "Pause" || buttons[1].Label != "Cancel" {
+			t.Fatalf("card buttons = %+v, want Pause and Cancel", buttons)
 		}
+		buttons = buttons[1:]
 		if got := h.click(eve, buttons[0].ID); !strings.Contains(got.Notice, "Only the person who started") {
 			t.Errorf("stranger's cancel: notice %q", got.Notice)
 		}

@@ -177,7 +177,8 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Autonomy: s.autonomyHook(rec.Thread)}
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Autonomy: s.autonomyHook(rec.Thread),
+		Grants: s.channelGrants(rec.Thread), Hold: s.holdRequested(id)}
 	stream := s.streams.open(rec)
 	if stream != nil {
 		hooks.Text = stream.text

@@ -77,17 +77,20 @@ func TestStopWordsHonourWhoMayCancel(t *testing.T) {
 	})
 }
 
-// There is no pause: asking for one says so and how to cancel, the run works on, and the
-// model never reads it.
+// A pause request in words pauses the run as the Pause button does, and the model never
+// reads it.
 func TestPauseWordsAreAnsweredNotNoted(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h, res := workingRun(t, "done")
 		got := h.event(bot.Event{Kind: bot.EventReply, User: ann, Text: "Hold on."})
-		if got.RunID != res.RunID || !strings.Contains(got.Notice, "not available") || !strings.Contains(got.Notice, "Cancel") {
-			t.Fatalf("pause mid-run = %+v, want the notice that pausing is not available", got)
+		if got.RunID != res.RunID || got.Notice != "Pausing at the next step." {
+			t.Fatalf("pause mid-run = %+v, want the notice that the run pauses", got)
 		}
 		h.settle()
-		h.wantStatus(res.RunID, agent.StatusCompleted)
+		h.wantStatus(res.RunID, agent.StatusAwaitingInput)
+		if p := h.run(res.RunID).State.Pause; p.Kind != agent.PausePerson {
+			t.Fatalf("paused as %+v", p)
+		}
 		if h.model.saw(agent.RoleUser, "Hold on") {
 			t.Error("the model was sent the pause request")
 		}

@@ -79,6 +79,12 @@ type Tx interface {
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)
 
+	// PutGrant stores a channel grant; Grant returns one by ID; Grants lists the grants of
+	// one channel (ThreadRef.ChannelKey), oldest first; DeleteGrant removes one (a revoke).
+	PutGrant(g *ChannelGrant) error
+	Grant(id string) (*ChannelGrant, error)
+	Grants(channel string) ([]*ChannelGrant, error)
+	DeleteGrant(id string) error
 	// Memory lists the facts kept for a channel (ChannelKey), oldest first; MemoryFact
 	// returns one; PutMemory stores one under its channel and ID; DeleteMemory forgets one
 	// (a missing one is not an error).
@@ -115,6 +121,10 @@ type RunRecord struct {
 	CancelAction   string `json:"cancel_action,omitempty"`
 	ContinueAction string `json:"continue_action,omitempty"`
 	StopAction     string `json:"stop_action,omitempty"`
+	// PauseAction is the opaque ID of the card's Pause button; PauseBy names who asked the
+	// run to pause, until the loop has paused it (pause.go).
+	PauseAction string `json:"pause_action,omitempty"`
+	PauseBy     string `json:"pause_by,omitempty"`
 	// SaveAction is the opaque ID of a completed run's Save as playbook button.
 	SaveAction string `json:"save_action,omitempty"`
 	// ReviewsPosted counts the state's sanity reviews already posted to the thread.
@@ -172,23 +182,36 @@ const (
 // Approval binds an approval request to exactly one tool call: the run, the call and the hash
 // of its arguments. Buttons carry only the opaque IDs of its actions.
 type Approval struct {
-	ID            string         `json:"id"`
-	RunID         string         `json:"run_id"`
-	CallID        string         `json:"call_id"`
-	Tool          string         `json:"tool"`
-	ArgsHash      string         `json:"args_hash"`
-	Risk          agent.Risk     `json:"risk"`
-	Thread        ThreadRef      `json:"thread"`
-	Requester     User           `json:"requester"`
-	ApproveAction string         `json:"approve_action"`
-	RejectAction  string         `json:"reject_action"`
-	Status        ApprovalStatus `json:"status"`
-	DecidedBy     User           `json:"decided_by,omitzero"`
-	DecidedAt     time.Time      `json:"decided_at,omitzero"`
-	Reason        string         `json:"reason,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
-	ExpiresAt     time.Time      `json:"expires_at"`
-	Card          MessageRef     `json:"card,omitzero"`
+	ID            string     `json:"id"`
+	RunID         string     `json:"run_id"`
+	CallID        string     `json:"call_id"`
+	Tool          string     `json:"tool"`
+	ArgsHash      string     `json:"args_hash"`
+	Risk          agent.Risk `json:"risk"`
+	Thread        ThreadRef  `json:"thread"`
+	Requester     User       `json:"requester"`
+	ApproveAction string     `json:"approve_action"`
+	RejectAction  string     `json:"reject_action"`
+	// The actions of the grant buttons and of Reject and stop; the grant buttons are
+	// empty for a dangerous call, which is approved once or not at all. Pattern is the
+	// argument pattern Always allow here grants, as the card shows it; empty when the call
+	// has none, and then there is no Always button.
+	RunGrantAction   string `json:"run_grant_action,omitempty"`
+	AlwaysAction     string `json:"always_action,omitempty"`
+	RejectStopAction string `json:"reject_stop_action,omitempty"`
+	Pattern          string `json:"pattern,omitempty"`
+	// FlowHeld marks a call the data-flow guard held, approved once only like a dangerous
+	// one (agent.CallRecord.FlowHeld).
+	FlowHeld bool `json:"flow_held,omitempty"`
+	// Granted is the scope of the grant the approval made, if any.
+	Granted   agent.GrantScope `json:"granted,omitempty"`
+	Status    ApprovalStatus   `json:"status"`
+	DecidedBy User             `json:"decided_by,omitzero"`
+	DecidedAt time.Time        `json:"decided_at,omitzero"`
+	Reason    string           `json:"reason,omitempty"`
+	CreatedAt time.Time        `json:"created_at"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	Card      MessageRef       `json:"card,omitzero"`
 }
 
 // ActionKind is what a button does.
@@ -201,6 +224,16 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionApproveRun approves the call and grants its tool for the rest of the run;
+	// ActionApproveAlways approves it and grants the tool and the call's pattern in the
+	// channel (approvers only); ActionRejectStop rejects it and ends the run; ActionRevoke
+	// removes a channel grant (grants.go).
+	ActionApproveRun    ActionKind = "approve_run"
+	ActionApproveAlways ActionKind = "approve_always"
+	ActionRejectStop    ActionKind = "reject_stop"
+	ActionRevoke        ActionKind = "revoke"
+	// ActionPause asks a working run to pause at its next step boundary (pause.go).
+	ActionPause ActionKind = "pause"
 	// ActionSavePlaybook saves a completed run as a draft playbook.
 	ActionSavePlaybook ActionKind = "save_playbook"
 	// ActionForget forgets one fact of a channel's memory.
@@ -213,6 +246,8 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// GrantID is the channel grant a Revoke button removes.
+	GrantID string `json:"grant_id,omitempty"`
 	// Channel and Fact name the memory fact of a Forget button; Listing is the outbox key of
 	// the memory list it is on, Siblings the IDs of all that list's buttons, and Card the
 	// list once posted, so that a Forget edits the list in place.
@@ -248,6 +283,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxGrants       OutboxKind = "grants"        // post the grants of the channel Text names
 	OutboxMemory       OutboxKind = "memory"        // post a channel's memory with Forget buttons
 )
 

@@ -22,6 +22,12 @@ func (t ThreadRef) Key() string {
 	return t.Platform + "/" + t.Workspace + "/" + t.Channel + "/" + t.Thread
 }
 
+// ChannelKey names the channel the thread is in, across threads: channel grants are kept
+// under it.
+func (t ThreadRef) ChannelKey() string {
+	return t.Platform + "/" + t.Workspace + "/" + t.Channel
+}
+
 // Valid reports whether the reference names a thread.
 func (t ThreadRef) Valid() bool { return t.Platform != "" && t.Channel != "" && t.Thread != "" }
 
@@ -74,7 +80,8 @@ type Event struct {
 	Text   string    `json:"text,omitempty"`
 	// Command is set on EventCommand.
 	Command string `json:"command,omitempty"`
-	// ActionID is set on EventAction.
+	// ActionID is set on EventAction; Text then holds what the clicker typed in the
+	// button's reason field (Button.Reason), if anything.
 	ActionID string    `json:"action_id,omitempty"`
 	At       time.Time `json:"at,omitzero"`
 	// History is what the thread held before this event, oldest first, when the adapter
@@ -122,7 +129,8 @@ func (e Event) Validate() error {
 	switch e.Kind {
 	case EventMention, EventReply:
 	case EventCommand:
-		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel && e.Command != CommandAutonomy {
+		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel && e.Command != CommandAutonomy &&
+			e.Command != CommandGrants {
 			return fmt.Errorf("event %s: unknown command %q", e.ID, e.Command)
 		}
 	case EventAction:
@@ -157,6 +165,8 @@ const (
 	KindFailure  MessageKind = "failure"
 	KindQuestion MessageKind = "question"
 	KindNotice   MessageKind = "notice"
+	// KindGrants lists a channel's grants with Revoke buttons (grants.go).
+	KindGrants MessageKind = "grants"
 )
 
 // Message is the platform-neutral outbound message every adapter renders: Block Kit on
@@ -172,6 +182,15 @@ type Message struct {
 	Buttons []Button   `json:"buttons,omitempty"`
 	// Footer is a short context line (step, elapsed, tokens, cost).
 	Footer string `json:"footer,omitempty"`
+	// Steps are the run's tool calls, newest last (steps.go); EarlierSteps counts older
+	// ones left out.
+	Steps        []Step `json:"steps,omitempty"`
+	EarlierSteps int    `json:"earlier_steps,omitempty"`
+	// Files are the workspace files the run wrote (paths relative to its workspace), and
+	// Workspace the run whose workspace holds them, for an adapter that can link them; the
+	// Footer names them in words for the others.
+	Files     []string `json:"files,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
 }
 
 // PlanLine is one item of a run's checklist.
@@ -206,6 +225,10 @@ type Button struct {
 	Style ButtonStyle `json:"style,omitempty"`
 	// Confirm, if set, asks the clicker to confirm first (dangerous calls).
 	Confirm string `json:"confirm,omitempty"`
+	// Reason, if set, is the label of a text field an adapter that can opens before it
+	// sends the click (a Slack or Discord modal, a field in the console); what is typed
+	// comes back as the click's Event.Text. A platform that cannot ask sends the plain click.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Platform is what the bot needs from a chat platform adapter.

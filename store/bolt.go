@@ -60,7 +60,7 @@ var (
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory, bucketGrants,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

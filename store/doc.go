@@ -25,6 +25,7 @@
 //	event_expiry    8-byte expiry time + delivery ID -> empty (the purge index)
 //	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
 //	outbox          item key -> bot.OutboxItem
+//	grants          grant ID -> bot.ChannelGrant (channel grants, grants.go)
 //	meta            "schema_version" -> 3
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)

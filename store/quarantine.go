@@ -35,6 +35,7 @@ var quarantinable = map[string]bool{
 	string(bucketAudit):         true,
 	string(bucketOutbox):        true,
 	string(bucketAutonomy):      true,
+	string(bucketGrants):        true,
 	string(bucketMemory):        true,
 }
 

@@ -335,6 +335,7 @@ func commands() []*discordgo.ApplicationCommand {
 		{Name: cmdStatus, Description: "Show loopbot's runs in this thread"},
 		{Name: cmdCancel, Description: "Cancel the run in this thread"},
 		autonomyCommand(),
+		{Name: cmdGrants, Description: "List loopbot's grants in this channel, with Revoke buttons"},
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 	cmdStart  = "loopbot"
 	cmdStatus = "loopbot-status"
 	cmdCancel = "loopbot-cancel"
+	cmdGrants = "loopbot-grants"
 	optGoal   = "goal"
 )
 
@@ -39,6 +40,9 @@ type interaction struct {
 	private bool
 	// threadOwner is who started the thread the interaction happened in, when Discord says.
 	threadOwner string
+	// modal, if set, is the reason modal a click opens instead of reaching the bot
+	// (modal.go).
+	modal *reasonModal
 }
 
 // channelInfo is the part of a channel the adapter needs.
@@ -121,10 +125,14 @@ func decodeInteraction(raw []byte) (*interaction, error) {
 			if !inThread && it.GuildID == "" {
 				ev.Thread.Thread = it.ChannelID
 			}
-		case cmdStatus, cmdCancel:
+		case cmdStatus, cmdCancel, cmdGrants:
 			ev.Command, in.private = bot.CommandStatus, true
-			if data.Name == cmdCancel {
+			switch data.Name {
+			case cmdCancel:
 				ev.Command = bot.CommandCancel
+			case cmdGrants:
+				// The list, with its Revoke buttons, is posted where the command was used.
+				ev.Command = bot.CommandGrants
 			}
 			// Outside a thread the channel stands for itself.
 			if ev.Thread.Thread == "" {
@@ -142,9 +150,24 @@ func decodeInteraction(raw []byte) (*interaction, error) {
 			return nil, errIgnored
 		}
 		ev.Kind, ev.ActionID = bot.EventAction, data.CustomID
+		if id, ok := strings.CutPrefix(data.CustomID, reasonPrefix); ok && id != "" {
+			ev.ActionID = id
+			in.modal = &reasonModal{actionID: id, label: buttonLabel(it.Message, data.CustomID)}
+		}
 		if ev.Thread.Thread == "" {
 			// A button on a message outside a thread (or on a payload without the channel):
 			// the bot finds the run by the button's ID alone.
+			ev.Thread.Thread = it.ChannelID
+		}
+	case discordgo.InteractionModalSubmit:
+		data, ok := it.Data.(discordgo.ModalSubmitInteractionData)
+		id, ours := strings.CutPrefix(data.CustomID, modalPrefix)
+		if !ok || !ours || id == "" {
+			return nil, errIgnored
+		}
+		// The submitted reason modal is the click of the button that opened it.
+		ev.Kind, ev.ActionID, ev.Text = bot.EventAction, id, modalReason(data)
+		if ev.Thread.Thread == "" {
 			ev.Thread.Thread = it.ChannelID
 		}
 	default:

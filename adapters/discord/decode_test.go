@@ -171,6 +171,8 @@ func FuzzDecodeInteraction(f *testing.F) {
 		discordfake.SlashPayload("1000", "t", discordfake.Channel, "", "loopbot", discordfake.GoalOption("goal")),
 		discordfake.SlashPayload("1000", "t", "700", discordfake.Channel, "loopbot-status"),
 		discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "opaque", "5"),
+		discordfake.ButtonPayload("1000", "t", "700", discordfake.Channel, "701", "r:opaque", "5"),
+		discordfake.ModalSubmitPayload("1000", "t", "700", discordfake.Channel, "reason:opaque", "reason", "why", "5"),
 	} {
 		f.Add(mustJSON(f, p))
 	}

@@ -359,7 +359,7 @@ func startApproval(t *testing.T, e *e2e) (thread string, card discordfake.Messag
 	_, thread = e.slash(t, "deploy the site")
 	waitUntil(t, "the approval card", func() bool {
 		m, ok := e.card(thread, func(title string) bool { return title == "Approve deploy?" })
-		return ok && buttonIDs(m)["Approve"] != ""
+		return ok && buttonIDs(m)["Approve once"] != ""
 	})
 	card, _ = e.card(thread, func(title string) bool { return title == "Approve deploy?" })
 	return thread, card
@@ -387,7 +387,7 @@ func TestE2EApproveByButton(t *testing.T) {
 			e := newE2E(t, bot.Config{EditInterval: agent.Duration(10 * time.Millisecond)}, approvalScript()...)
 			e.start(t)
 			thread, card := startApproval(t, e)
-			approve := buttonIDs(card)["Approve"]
+			approve := buttonIDs(card)["Approve once"]
 			if e.tool.calls.Load() != 0 {
 				t.Fatal("the tool ran before the approval")
 			}
@@ -445,7 +445,7 @@ func TestE2EClickByOtherUserChangesNothing(t *testing.T) {
 	before := e.f.Requests()
 
 	const stranger = "900000000000000555"
-	token := e.click(t, thread, card.ID, buttonIDs(card)["Approve"], stranger)
+	token := e.click(t, thread, card.ID, buttonIDs(card)["Approve once"], stranger)
 	reqs := e.f.WaitFor(t, "the ephemeral notice", func(r []discordfake.Request) bool {
 		return len(discordfake.Find(r, "POST", "/api/v9/webhooks/"+discordfake.AppID+"/"+token)) == 1
 	})
@@ -468,7 +468,7 @@ func TestE2EClickByOtherUserChangesNothing(t *testing.T) {
 		t.Errorf("tool calls %d, model requests %d; want 0 and 1", e.tool.calls.Load(), len(e.llm.Requests()))
 	}
 
-	e.click(t, thread, card.ID, buttonIDs(card)["Approve"], discordfake.UserID)
+	e.click(t, thread, card.ID, buttonIDs(card)["Approve once"], discordfake.UserID)
 	waitUntil(t, "the answer", func() bool { _, ok := e.answer(thread, "Deployed v1.2."); return ok })
 	if n := e.tool.calls.Load(); n != 1 {
 		t.Errorf("the tool ran %d times, want once", n)

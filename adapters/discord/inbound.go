@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -59,6 +60,9 @@ func deferredResponse(in *interaction) *discordgo.InteractionResponse {
 	if in.ping {
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}
 	}
+	if in.modal != nil {
+		return in.modal.response()
+	}
 	if in.ev.Kind == bot.EventAction {
 		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}
 	}
@@ -102,6 +106,9 @@ func (a *Adapter) onInteraction(ctx context.Context, h bot.Handler, raw []byte) 
 // afterAck does an interaction's work once Discord has the deferred response: it opens the
 // run's thread if it needs one, hands the event to the bot, and answers the user.
 func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) {
+	if in.modal != nil {
+		return // the modal's submission is the click
+	}
 	ev := in.ev
 	if ev.Thread.Thread == "" {
 		if ev.Text == "" {
@@ -270,6 +277,9 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 		return
 	}
 	ev := m.ev
+	// "@loopbot grants" (or "grants" in the bot's own thread or a DM) lists the channel's
+	// grants where it was said; it opens no thread of its own.
+	grants := strings.EqualFold(ev.Text, bot.CommandGrants)
 	switch {
 	case m.dm:
 		ev.Kind, ev.Thread.Thread, ev.Direct = bot.EventReply, ev.Thread.Channel, true
@@ -283,10 +293,14 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 		case ch.isThread() && botID != "" && ch.OwnerID == botID:
 			ev.Kind = bot.EventReply
 			ev.Thread.Channel, ev.Thread.Thread = ch.ParentID, ev.Thread.Channel
+		case ch.isThread() && m.mentioned && grants:
+			ev.Thread.Channel, ev.Thread.Thread = ch.ParentID, ev.Thread.Channel
 		case ch.isThread() && m.mentioned:
 			ev.Kind = bot.EventMention
 			ev.Thread.Channel, ev.Thread.Thread = ch.ParentID, ev.Thread.Channel
 			a.withHistory(ctx, &ev, ev.Thread.Thread, ev.ID)
+		case m.mentioned && grants:
+			ev.Thread.Thread = ev.Thread.Channel
 		case m.mentioned:
 			ev.Kind = bot.EventMention
 			var id string
@@ -306,6 +320,9 @@ func (a *Adapter) onMessage(ctx context.Context, h bot.Handler, raw []byte) {
 		default:
 			return
 		}
+	}
+	if grants {
+		ev.Kind, ev.Command = bot.EventCommand, bot.CommandGrants
 	}
 	res, err := h.Handle(ctx, ev)
 	if err != nil {

@@ -182,7 +182,7 @@ func buttons(kind bot.MessageKind, bs []bot.Button) []discordgo.MessageComponent
 	var rows []discordgo.MessageComponent
 	var row []discordgo.MessageComponent
 	for _, b := range bs {
-		if b.ID == "" || len(b.ID) > maxCustomID {
+		if b.ID == "" || len(buttonCustomID(b)) > maxCustomID {
 			continue
 		}
 		if len(row) == maxButtonsInRow {
@@ -195,7 +195,7 @@ func buttons(kind bot.MessageKind, bs []bot.Button) []discordgo.MessageComponent
 		row = append(row, discordgo.Button{
 			Label:    orBlank(text.ClipBytes(oneLine(b.Label), maxLabel)),
 			Style:    buttonStyle(kind, b.Style),
-			CustomID: b.ID,
+			CustomID: buttonCustomID(b),
 		})
 	}
 	if len(row) > 0 && len(rows) < maxRows {

@@ -62,6 +62,16 @@ var renderCases = []struct {
 			{ID: "rejectid", Label: "Reject", Style: bot.StyleDanger},
 		},
 	}},
+	// write_file replacing a file: the diff in a code block of its own.
+	{"approval_diff", bot.Message{
+		Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\nnew line\\n\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old ```line```\n+new <@123> line", Code: true},
+		},
+		Buttons: []bot.Button{{ID: "approveid", Label: "Approve", Style: bot.StylePrimary}, {ID: "rejectid", Label: "Reject", Style: bot.StyleDanger}},
+	}},
 	{"approval_decided", bot.Message{
 		Kind: bot.KindApproval, Title: "shell: approved", Text: "Approved by Alice at 2026-03-01 12:00 UTC.",
 		Fields: []bot.Field{{Name: "Arguments", Value: `{"command":"ls"}`, Code: true}, {Name: "Risk", Value: "confirm"}},
@@ -76,7 +86,45 @@ var renderCases = []struct {
 		Footer:  "Reply in this thread with instructions, or choose:",
 		Buttons: []bot.Button{{ID: "contid", Label: "Continue", Style: bot.StylePrimary}, {ID: "stopid", Label: "Stop", Style: bot.StyleDanger}},
 	}},
-	{"notice", bot.Message{Kind: bot.KindNotice, Text: "Your goal is queued behind the current run."}}, {"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",
+	{"notice", bot.Message{Kind: bot.KindNotice, Text: "Your goal is queued behind the current run."}},
+	{"approval_grants", bot.Message{
+		Kind: bot.KindApproval, Title: "Approve shell?",
+		Text: "The run wants to call shell. Approve once runs it once with exactly these arguments. Approve for this run also lets later shell calls at risk confirm or lower run without asking. Always allow here (approvers only) lets shell go test run in this channel until revoked.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"command\": \"go test ./...\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Always allow here covers", Value: "shell go test", Code: true},
+		},
+		Footer: "Run started by Alice",
+		Buttons: []bot.Button{
+			{ID: "onceid", Label: "Approve once", Style: bot.StylePrimary},
+			{ID: "runid", Label: "Approve for this run"},
+			{ID: "alwaysid", Label: "Always allow here"},
+			{ID: "rejectid", Label: "Reject", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+			{ID: "rejstopid", Label: "Reject and stop", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+		},
+	}},
+	{"grants", bot.Message{
+		Kind: bot.KindGrants, Title: "Grants in this channel",
+		Text: "Calls these cover run without asking, in every run of this channel. Dangerous calls always ask.",
+		Fields: []bot.Field{
+			{Name: "shell go test", Value: "up to confirm, by Alice on 2026-11-27"},
+			{Name: "http_fetch GET https://api.example.com", Value: "up to confirm, by Alice on 2026-11-27"},
+		},
+		Buttons: []bot.Button{
+			{ID: "revoke1", Label: "Revoke shell go test", Style: bot.StyleDanger},
+			{ID: "revoke2", Label: "Revoke http_fetch GET https://api.example.com", Style: bot.StyleDanger},
+		},
+	}},
+	{"status_pause", bot.Message{
+		Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue #12",
+		Footer: "Step 4 · 1m12s · 5210 tokens · $0.0123",
+		Buttons: []bot.Button{
+			{ID: "pauseid", Label: "Pause"},
+			{ID: "cancelid", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"},
+		},
+	}},
+	{"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",
 		Buttons: []bot.Button{{ID: "act-save-1", Label: "Save as playbook"}}}},
 	{"memory", bot.Message{
 		Kind: bot.KindNotice, Title: "Remembered for this channel",

@@ -162,13 +162,15 @@ func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool
 
 // commandWord recognises "@loopbot status" and "@loopbot cancel": the way to ask about or
 // stop the run of a thread from inside it, since a slash command does not say which thread
-// it was typed in.
+// it was typed in; and "@loopbot grants", which lists the channel's grants in the thread.
 func commandWord(text string) string {
 	switch strings.ToLower(strings.TrimSpace(text)) {
 	case "status":
 		return bot.CommandStatus
 	case "cancel", "stop":
 		return bot.CommandCancel
+	case "grants":
+		return bot.CommandGrants
 	}
 	return ""
 }
@@ -225,12 +227,9 @@ func tsTime(ts string) time.Time {
 	return time.Unix(s, us*1000).UTC()
 }
 
-// interaction is the part of an interactivity payload loopbot reads.
-type interaction struct {
-	Type        string `json:"type"`
-	TriggerID   string `json:"trigger_id"`
-	ResponseURL string `json:"response_url"`
-	Team        struct {
+// actor is who acted in an interactivity payload, and in which workspace.
+type actor struct {
+	Team struct {
 		ID string `json:"id"`
 	} `json:"team"`
 	User struct {
@@ -238,6 +237,14 @@ type interaction struct {
 		Username string `json:"username"`
 		Name     string `json:"name"`
 	} `json:"user"`
+}
+
+// interaction is the part of an interactivity payload loopbot reads.
+type interaction struct {
+	Type        string `json:"type"`
+	TriggerID   string `json:"trigger_id"`
+	ResponseURL string `json:"response_url"`
+	actor
 	Channel struct {
 		ID string `json:"id"`
 	} `json:"channel"`
@@ -266,6 +273,9 @@ func decodeInteraction(body []byte) (ev bot.Event, ok bool, err error) {
 	var in interaction
 	if err := json.Unmarshal(body, &in); err != nil {
 		return bot.Event{}, false, fmt.Errorf("decode interaction: %w", err)
+	}
+	if in.Type == "view_submission" {
+		return decodeSubmission(body)
 	}
 	if in.Type != "block_actions" {
 		return bot.Event{}, false, nil
@@ -349,7 +359,8 @@ const (
 	helpText = "Usage: `%[1]s <goal>` starts a run in a new thread. " +
 		"`%[1]s status <thread link>` and `%[1]s cancel <thread link>` act on a thread's run " +
 		"(or mention me with `status` or `cancel` in the thread). " +
-		"`%[1]s autonomy` shows this channel's autonomy level; approvers set it with `%[1]s autonomy careful|balanced|bold`."
+		"`%[1]s autonomy` shows this channel's autonomy level; approvers set it with `%[1]s autonomy careful|balanced|bold`. " +
+		"`%[1]s grants` lists the grants of this channel, with Revoke buttons."
 	noThreadText = "Slack does not tell apps which thread a slash command was typed in. " +
 		"Add the thread's link (Copy link on its first message), or mention me with `%s` in the thread."
 	otherChannelText = "That thread is in another channel. Run `%s %s` in the thread's own channel, " +
@@ -383,6 +394,12 @@ func decodeCommand(sc slashCommand, name string) (command, error) {
 	switch strings.ToLower(word) {
 	case "", "help":
 		c.reply = fmt.Sprintf(helpText, name)
+		return c, nil
+	case "grants":
+		// The channel's grants, posted with their Revoke buttons in a thread of their own
+		// under a root message, as a goal's run is.
+		c.ev.Command = bot.CommandGrants
+		c.goal = "grants"
 		return c, nil
 	case bot.CommandAutonomy:
 		// A channel's setting: the channel stands for its thread.

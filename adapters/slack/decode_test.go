@@ -246,8 +246,13 @@ func FuzzDecodeInteraction(f *testing.F) {
 	p, _ := json.Marshal(clickPayload("trig", "v"))
 	f.Add(p)
 	f.Add([]byte(`{"type":"block_actions","actions":[{"action_id":"loopbot_button_1","value":"x"}],"container":{"channel_id":"C","message_ts":"1"},"user":{"id":"U"}}`))
+	f.Add(fixture(f, "events/view_submission.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeInteraction(body)
+		if ok {
+			// A click may ask for a reason; whatever the payload, that only opens a modal.
+			_, _ = askedReason(body, ev)
+		}
 		if err != nil && ok {
 			t.Fatal("ok with an error")
 		}

@@ -489,7 +489,7 @@ func approvalFlow(t *testing.T) (e *e2e, runID string, ap *bot.Approval, approve
 	runID = e.handled().res.RunID
 	post := e.log.waitCall(t, "the approval card", 1, "chat.postMessage", approvalCard)
 	ap = e.approval(runID)
-	approve = buttonValue(t, post, "Approve")
+	approve = buttonValue(t, post, "Approve once")
 	if approve != ap.ApproveAction {
 		t.Fatalf("the card's Approve button carries %q, the stored approval %q", approve, ap.ApproveAction)
 	}

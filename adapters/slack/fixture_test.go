@@ -9,7 +9,7 @@ import (
 
 // fixture reads testdata/name without its header: the leading lines starting with "//",
 // which say where the payload was captured.
-func fixture(t *testing.T, name string) []byte {
+func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

@@ -62,6 +62,7 @@ var kindEmoji = map[bot.MessageKind]string{
 	bot.KindFailure:  ":warning:",
 	bot.KindQuestion: ":question:",
 	bot.KindNotice:   ":information_source:",
+	bot.KindGrants:   ":key:",
 }
 
 // planEmoji draws each plan mark.
@@ -212,7 +213,8 @@ func renderFields(fields []bot.Field) []slack.Block {
 }
 
 // renderButtons draws the buttons. The value is only the opaque ID, the action_id a fixed
-// name by position; a Confirm text adds a confirmation dialog.
+// name by position (marked for a button that asks for a reason); a Confirm text adds a
+// confirmation dialog.
 func renderButtons(buttons []bot.Button) ([]slack.BlockElement, error) {
 	if len(buttons) > maxActionButtons {
 		return nil, fmt.Errorf("%w: %d buttons, Slack allows %d", errBadButton, len(buttons), maxActionButtons)
@@ -226,7 +228,11 @@ func renderButtons(buttons []bot.Button) ([]slack.BlockElement, error) {
 		if label == "" {
 			label = "OK"
 		}
-		btn := slack.NewButtonBlockElement(actionID(i), b.ID, slack.NewTextBlockObject(slack.PlainTextType, label, true, false))
+		id := actionID(i)
+		if b.Reason != "" {
+			id = reasonActionID(i) // its click opens the reason modal (modal.go)
+		}
+		btn := slack.NewButtonBlockElement(id, b.ID, slack.NewTextBlockObject(slack.PlainTextType, label, true, false))
 		switch b.Style {
 		case bot.StylePrimary:
 			btn = btn.WithStyle(slack.StylePrimary)

@@ -50,6 +50,54 @@ var goldenMessages = map[string]bot.Message{
 		Footer:  "Expires at 14:30 UTC",
 		Buttons: approvalButtons(),
 	},
+	"approval_grants": {
+		Kind: bot.KindApproval, Title: "Approve shell?",
+		Text: "The run wants to call shell. Approve once runs it once with exactly these arguments. Approve for this run also lets later shell calls at risk confirm or lower run without asking. Always allow here (approvers only) lets shell go test run in this channel until revoked.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"command\": \"go test ./...\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Always allow here covers", Value: "shell go test", Code: true},
+		},
+		Footer: "Run started by ann",
+		Buttons: []bot.Button{
+			{ID: "once0000000000000000000000000000", Label: "Approve once", Style: bot.StylePrimary},
+			{ID: "run00000000000000000000000000000", Label: "Approve for this run"},
+			{ID: "always00000000000000000000000000", Label: "Always allow here"},
+			{ID: "reject00000000000000000000000000", Label: "Reject", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+			{ID: "rejstop0000000000000000000000000", Label: "Reject and stop", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+		},
+	},
+	"grants": {
+		Kind: bot.KindGrants, Title: "Grants in this channel",
+		Text: "Calls these cover run without asking, in every run of this channel. Dangerous calls always ask.",
+		Fields: []bot.Field{
+			{Name: "shell go test", Value: "up to confirm, by boss on 2026-11-27"},
+			{Name: "http_fetch GET https://api.example.com", Value: "up to confirm, by boss on 2026-11-27"},
+		},
+		Buttons: []bot.Button{
+			{ID: "revoke1000000000000000000000000", Label: "Revoke shell go test", Style: bot.StyleDanger},
+			{ID: "revoke2000000000000000000000000", Label: "Revoke http_fetch GET https://api.example.com", Style: bot.StyleDanger},
+		},
+	},
+	"status_pause": {
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Footer: "Step 4 · 1m12s · 12480 tokens · $0.0310",
+		Buttons: []bot.Button{
+			{ID: "pause000000000000000000000000000", Label: "Pause"},
+			{ID: "c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"},
+		},
+	},
+	// write_file replacing a file: the diff in a code block of its own.
+	"approval_diff": {
+		Kind: bot.KindApproval, Title: "Approve write_file?",
+		Text: "The run wants to call write_file.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\nnew line\\n\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old ```line```\n+new <@123> line", Code: true},
+		},
+		Buttons: approvalButtons(),
+	},
 	"approval_decided": {
 		Kind: bot.KindApproval, Title: "Approval needed: shell",
 		Text:   "The model wants to run a command that changes files.",
@@ -114,22 +162,27 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from the rendering; run go test -update and review the diff:\n%s", path, got)
-			}
+			golden(t, name, string(got)+"\n")
 		})
+	}
+}
+
+// golden compares got with testdata/name.golden, or rewrites the file under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal([]byte(got), want) {
+		t.Errorf("%s differs from the rendering; run go test -update and review the diff:\n%s", path, got)
 	}
 }
 

@@ -36,6 +36,8 @@ type job struct {
 	// historyBefore, if set, is the ts of a mention in the middle of a thread: the thread's
 	// messages before it are fetched for ev.History.
 	historyBefore string
+	// reason, if set, is a click that asks for a reason first (modal.go).
+	reason *reasonClick
 }
 
 // session is one Run: the bot's identity, the handler and the workers. Whatever is put in
@@ -219,6 +221,13 @@ func (s *session) process(j job) {
 		s.a.log.Error("slack: acknowledged event dropped at shutdown", "event", j.ev.ID, "kind", j.ev.Kind)
 		return
 	}
+	if j.reason != nil {
+		err := s.a.openReason(ctx, *j.reason)
+		if err == nil {
+			return // the modal's submission is the click
+		}
+		s.a.log.Warn("slack: reason modal not opened; the click counts without a reason", "event", j.ev.ID, "err", logSafe(err))
+	}
 	if j.goal != "" && j.ev.Thread.Thread == "" {
 		ts, err := s.postRoot(ctx, j)
 		if err != nil {
@@ -316,7 +325,11 @@ func (s *session) fromInteraction(body []byte) (job, bool) {
 		return job{}, false
 	}
 	s.ownTeam(&ev)
-	return job{ev: ev}, true
+	j := job{ev: ev}
+	if rc, ok := askedReason(body, ev); ok {
+		j.reason = &rc
+	}
+	return j, true
 }
 
 // notAllowedText answers a slash command in a channel loopbot does not serve.

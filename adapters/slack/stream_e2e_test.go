@@ -121,7 +121,7 @@ func TestE2EStreamAcrossApproval(t *testing.T) {
 	e.handled()
 	post := e.log.waitCall(t, "the approval card", 1, "chat.postMessage", approvalCard)
 	e.log.waitCall(t, "the narration's stream stopped", 1, "chat.stopStream", nil)
-	e.click("env-click", "trig-1", "U1", "ann", post.TS, buttonValue(t, post, "Approve"))
+	e.click("env-click", "trig-1", "U1", "ann", post.TS, buttonValue(t, post, "Approve once"))
 	e.handled()
 	e.log.waitCall(t, "the answer's stream stopped", 2, "chat.stopStream", nil)
 

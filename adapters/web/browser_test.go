@@ -387,28 +387,41 @@ func TestBrowserApprove(t *testing.T) {
 	noScriptRan(t, ctx)
 }
 
+// TestBrowserReject presses Reject, with and without a reason typed in the card's field: the
+// call does not run, the model is told of the rejection once, with the reason when there is
+// one, and the decided card shows it.
 func TestBrowserReject(t *testing.T) {
-	ctx := browser(t)
-	tool := &deploy{risk: agent.RiskConfirm}
-	model := llmtest.NewTest(t, deployScript()...)
-	url := console(t, model, tool, bot.Config{}, web.Config{})
-	err := chromedp.Do(ctx,
-		startGoal(url, "", "you"),
-		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
-		textIn("#messages .msg-approval", "Rejected by you"),
-		textIn("#messages .msg-answer", "the call was rejected"),
-	)
-	if err != nil {
-		t.Fatalf("browser: %v", err)
+	for _, reason := range []string{"", "prod is frozen <b>this</b> week"} {
+		t.Run(fmt.Sprintf("reason %q", reason), func(t *testing.T) {
+			ctx := browser(t)
+			tool := &deploy{risk: agent.RiskConfirm}
+			model := llmtest.NewTest(t, deployScript()...)
+			url := console(t, model, tool, bot.Config{}, web.Config{})
+			decided := "Rejected by you"
+			acts := []chromedp.Action[chromedp.Void]{startGoal(url, "", "you")}
+			if reason != "" {
+				acts = append(acts, chromedp.SendKeys(chromedp.CSS("#messages .msg-approval input.reason"), reason))
+				decided = "Reason: " + reason
+			}
+			acts = append(acts,
+				chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-danger")),
+				textIn("#messages .msg-approval", decided),
+				textIn("#messages .msg-answer", "the call was rejected"),
+			)
+			if err := chromedp.Do(ctx, acts...); err != nil {
+				t.Fatalf("browser: %v", err)
+			}
+			if n := tool.count(); n != 0 {
+				t.Errorf("deploy ran %d times after a rejection", n)
+			}
+			reqs := model.Requests()
+			if len(reqs) != 2 || reqs[1].LastMessage().ToolCallID != deployCallID || strings.Contains(reqs[1].LastMessage().Content, "deployed") ||
+				!strings.Contains(reqs[1].LastMessage().Content, reason) {
+				t.Errorf("the model should have been told of the rejection once, with the reason; it got %d requests", len(reqs))
+			}
+			noScriptRan(t, ctx)
+		})
 	}
-	if n := tool.count(); n != 0 {
-		t.Errorf("deploy ran %d times after a rejection", n)
-	}
-	reqs := model.Requests()
-	if len(reqs) != 2 || reqs[1].LastMessage().ToolCallID != deployCallID || strings.Contains(reqs[1].LastMessage().Content, "deployed") {
-		t.Errorf("the model should have been told of the rejection once; it got %d requests", len(reqs))
-	}
-	noScriptRan(t, ctx)
 }
 
 // TestBrowserRestart restarts loopbot while an approval is pending. The new process's
@@ -542,4 +555,59 @@ func TestBrowserTwoPeople(t *testing.T) {
 		t.Errorf("deploy ran %d times, want once", n)
 	}
 	checkModelSaw(t, model, "deployed v1.2")
+}
+
+// TestBrowserPauseAndResume presses Pause on the status card while the run waits for an
+// approval: once the call is approved and has run, the run pauses before it consults the
+// model again, the card offers Resume, and Resume brings the answer.
+func TestBrowserPauseAndResume(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{}, web.Config{})
+	err := chromedp.Do(ctx,
+		startGoal(url, "", "you"),
+		chromedp.Click(chromedp.CSS("#messages .msg-status button.btn-default")),
+		textIn("#messages .msg-status", "pausing at the next step, asked by you"),
+		chromedp.Click(chromedp.CSS("#messages .msg-approval button.btn-primary")),
+		textIn("#messages .msg-status", "Waiting for a reply"),
+		textIn("#messages .msg-status button.btn-primary", "Resume"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if n := len(model.Requests()); n != 1 || tool.count() != 1 {
+		t.Fatalf("paused after %d model requests and %d deploys, want 1 and 1", n, tool.count())
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#messages .msg-status button.btn-primary")),
+		textIn("#messages .msg-answer", "Deployed"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	checkModelSaw(t, model, "deployed v1.2")
+	noScriptRan(t, ctx)
+}
+
+// TestBrowserRejectShortcut: "r" presses the latest card's Reject, not Reject and stop: the
+// run goes on and answers.
+func TestBrowserRejectShortcut(t *testing.T) {
+	ctx := browser(t)
+	tool := &deploy{risk: agent.RiskConfirm}
+	model := llmtest.NewTest(t, deployScript()...)
+	url := console(t, model, tool, bot.Config{}, web.Config{})
+	err := chromedp.Do(ctx,
+		startGoal(url, "", "you"),
+		chromedp.Blur(chromedp.CSS("#reply")),
+		chromedp.KeyEvent("r"),
+		textIn("#messages .msg-approval", "Rejected by you"),
+		textIn("#messages .msg-answer", "the call was rejected"),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if tool.count() != 0 || len(model.Requests()) != 2 {
+		t.Fatalf("%d deploys and %d model requests, want 0 and 2", tool.count(), len(model.Requests()))
+	}
 }

@@ -82,6 +82,11 @@ func screenshots(t *testing.T) string {
 // shoot saves the tab's viewport as dir/name.png.
 func shoot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
+	// The page draws what changed at its next frames; a capture before them shows the
+	// page as it was.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
@@ -292,6 +297,15 @@ func checkWalk(t *testing.T, ctx context.Context, v pageView) {
 	}
 	if live != 0 {
 		t.Errorf("%d live buttons on a finished run's cards", live)
+	}
+	// The tool calls are steps of the status card, the failed one and the write, after a
+	// restart too.
+	steps, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#messages .msg-status details.step')].map(d => d.dataset.step + ' ' + d.className).join(', ')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "call_list step step-failed, call_write step step-done"; steps != want {
+		t.Errorf("the status card's steps are %q, want %q", steps, want)
 	}
 	file, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('#messages .msg-approval .arg-file') || {}).textContent || ''`))
 	if err != nil {

@@ -12,6 +12,9 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
+// maxReason bounds the reason typed with a click, as the card's field does.
+const maxReason = 1000
+
 // userPrefix makes console users' IDs distinct from every other platform's.
 const userPrefix = "web:"
 
@@ -59,14 +62,25 @@ func decodeRequest(body []byte, kind bot.EventKind, who identity) (bot.Event, st
 		if !utf8.ValidString(ev.Text) {
 			return bot.Event{}, "", errors.New("text: not valid UTF-8")
 		}
+		if w := strings.ToLower(ev.Text); w == "grants" || w == "/loopbot grants" {
+			// The console's command: the grants of its channel, with Revoke buttons, in
+			// the thread it was typed in. The text stays, as the thread shows it.
+			ev.Kind, ev.Command = bot.EventCommand, bot.CommandGrants
+		}
 		if level, ok := consoleAutonomy(ev.Text); ok {
 			ev.Kind, ev.Command, ev.Text = bot.EventCommand, bot.CommandAutonomy, level
 		}
 		return ev, "", nil
 	case bot.EventAction:
-		if req.Text != "" {
-			return bot.Event{}, "", errors.New("an action has no text")
+		// An action's text is what was typed in its card's reason field (a Reject's
+		// reason); the bot bounds it.
+		if len(req.Text) > maxReason {
+			return bot.Event{}, "", fmt.Errorf("text: a reason takes up to %d bytes", maxReason)
 		}
+		if !utf8.ValidString(req.Text) {
+			return bot.Event{}, "", errors.New("text: not valid UTF-8")
+		}
+		ev.Text = strings.TrimSpace(req.Text)
 		if req.Action == "" || len(req.Action) > 64 || strings.ContainsFunc(req.Action, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
 			return bot.Event{}, "", errors.New("action: want the button's ID")
 		}

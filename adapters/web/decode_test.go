@@ -26,6 +26,8 @@ func TestDecodeRequest(t *testing.T) {
 			bot.Event{Kind: bot.EventReply, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "yes"}, "", ""},
 		{"action", bot.EventAction, `{"id":"` + uuid1 + `","user":"bob","action":"abc123","thread":"t1"}`,
 			bot.Event{Kind: bot.EventAction, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, ActionID: "abc123"}, "t1", ""},
+		{"grants command", bot.EventReply, `{"id":"` + uuid1 + `","text":" Grants "}`,
+			bot.Event{Kind: bot.EventCommand, Command: bot.CommandGrants, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "Grants"}, "", ""},
 		{"autonomy command", bot.EventReply, `{"id":"` + uuid1 + `","text":"/loopbot autonomy Careful"}`,
 			bot.Event{Kind: bot.EventCommand, Command: bot.CommandAutonomy, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, Text: "Careful"}, "", ""},
 		{"short autonomy command", bot.EventMention, `{"id":"` + uuid1 + `","text":"/autonomy"}`,
@@ -41,7 +43,9 @@ func TestDecodeRequest(t *testing.T) {
 		{"empty goal", bot.EventMention, `{"id":"` + uuid1 + `","user":"a","text":"  "}`, bot.Event{}, "", "text: required"},
 		{"goal with action", bot.EventMention, `{"id":"` + uuid1 + `","user":"a","text":"x","action":"y"}`, bot.Event{}, "", "text only"},
 		{"action without id", bot.EventAction, `{"id":"` + uuid1 + `","user":"a","thread":"t1"}`, bot.Event{}, "", "action: want"},
-		{"action with text", bot.EventAction, `{"id":"` + uuid1 + `","user":"a","action":"x","thread":"t1","text":"hi"}`, bot.Event{}, "", "no text"},
+		{"action with a reason", bot.EventAction, `{"id":"` + uuid1 + `","user":"a","action":"x","thread":"t1","text":" wrong host "}`,
+			bot.Event{Kind: bot.EventAction, ID: "web:" + uuid1, User: bot.User{ID: "web:ann", Name: "ann"}, ActionID: "x", Text: "wrong host"}, "t1", ""},
+		{"action with a long reason", bot.EventAction, `{"id":"` + uuid1 + `","user":"a","action":"x","thread":"t1","text":"` + strings.Repeat("x", 1001) + `"}`, bot.Event{}, "", "up to 1000 bytes"},
 		{"action bad thread", bot.EventAction, `{"id":"` + uuid1 + `","user":"a","action":"x","thread":"<t>"}`, bot.Event{}, "", "thread: want"},
 	}
 	for _, tt := range tests {

@@ -93,6 +93,16 @@ func TestRenderMessageGolden(t *testing.T) {
 			},
 			Buttons: []bot.Button{{ID: "act-approve-2", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-2", Label: "Reject", Style: bot.StyleDanger}},
 		}},
+		// A write that replaces a file shows the diff, lines marked.
+		{"approval_diff", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\n<b>new</b>\\n\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old <i>\n+<b>new</b>", Code: true},
+			},
+			Buttons: []bot.Button{{ID: "act-approve-3", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-3", Label: "Reject", Style: bot.StyleDanger}},
+		}},
 		// Cut arguments are no JSON object: they stay the code field they were.
 		{"approval_cut", bot.Message{
 			Kind: bot.KindApproval, Title: "Approve write_file?",
@@ -101,6 +111,23 @@ func TestRenderMessageGolden(t *testing.T) {
 		{"question_chosen", bot.Message{
 			Kind: bot.KindQuestion, Title: "The run needs you", Text: "The same call failed 3 times. Continue?",
 			Footer: "Continue: chosen by you at 10:04 UTC.",
+		}},
+		// Tool calls as collapsible steps, older ones counted.
+		{"status_steps", bot.Message{
+			Kind: bot.KindStatus, Title: "Look around", Text: "Working: write_file",
+			Steps: []bot.Step{
+				{ID: "call_1", Tool: "list_files", Args: "path: .", Result: "report.md 12 B\n<b>x</b>/", Status: bot.StepDone, Duration: 12 * time.Millisecond},
+				{ID: "call_2", Tool: "shell", Args: "command: make", Result: "exit status 2", Status: bot.StepFailed, Duration: 2100 * time.Millisecond},
+				{ID: "call_3", Tool: "write_file", Args: "path: r.md\ncontent:\n  # R", Status: bot.StepWaiting},
+				{ID: `x" onclick="y`, Tool: "<b>", Status: `done" onclick="alert(1)`},
+			},
+			EarlierSteps: 3,
+			Footer:       "Step 4 · 3s · 100 tokens · $0.0001",
+		}},
+		// The files a run wrote link to their view.
+		{"answer_files", bot.Message{
+			Kind: bot.KindAnswer, Text: "Done.", Footer: "Files written: report.md, a b/<x>.md",
+			Files: []string{"report.md", "a b/<x>.md"}, Workspace: "run-1",
 		}},
 		{"notice", bot.Message{Kind: bot.KindNotice, Text: "Queued bob's request; it starts when the current run in this thread ends (1 waiting)."}},
 		{"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",
@@ -112,6 +139,43 @@ func TestRenderMessageGolden(t *testing.T) {
 			Footer:  "Runs in this channel are given these facts. Forget removes one.",
 		}},
 		{"unknown_kind", bot.Message{Kind: "\"><script>", Text: "shown as a notice"}},
+		{"approval_grants", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve shell?",
+			Text: "The run wants to call shell. Approve once runs it once with exactly these arguments. Approve for this run also lets later shell calls at risk confirm or lower run without asking. Always allow here (approvers only) lets shell go test run in this channel until revoked.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"command\": \"go test ./...\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Always allow here covers", Value: "shell go test", Code: true},
+			},
+			Footer: "Run started by ann",
+			Buttons: []bot.Button{
+				{ID: "act-once-1", Label: "Approve once", Style: bot.StylePrimary},
+				{ID: "act-run-1", Label: "Approve for this run"},
+				{ID: "act-always-1", Label: "Always allow here"},
+				{ID: "act-reject-3", Label: "Reject", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+				{ID: "act-rejstop-1", Label: "Reject and stop", Style: bot.StyleDanger, Reason: bot.ReasonLabel},
+			},
+		}},
+		{"grants", bot.Message{
+			Kind: bot.KindGrants, Title: "Grants in this channel",
+			Text: "Calls these cover run without asking, in every run of this channel. Dangerous calls always ask.",
+			Fields: []bot.Field{
+				{Name: "shell go test", Value: "up to confirm, by boss on 2026-11-27"},
+				{Name: "http_fetch GET https://api.example.com", Value: "up to confirm, by boss on 2026-11-27"},
+			},
+			Buttons: []bot.Button{
+				{ID: "act-revoke-1", Label: "Revoke shell go test", Style: bot.StyleDanger},
+				{ID: "act-revoke-2", Label: "Revoke http_fetch GET https://api.example.com", Style: bot.StyleDanger},
+			},
+		}},
+		{"status_pause", bot.Message{
+			Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue 12",
+			Footer: "Step 3 · 12s · 1200 tokens · $0.0040",
+			Buttons: []bot.Button{
+				{ID: "act-pause-1", Label: "Pause"},
+				{ID: "act-cancel-1", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"},
+			},
+		}},
 		{"hostile", bot.Message{
 			Kind: bot.KindApproval, Title: xss, Text: xss + "\n\n[x](javascript:alert(1))",
 			Plan:    []bot.PlanLine{{Text: xss, Status: `done" onclick="alert(1)`}},

@@ -128,12 +128,18 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 			}
 			b.WriteString("\n")
 		}
+		if g := c.GrantedBy; g != nil {
+			fmt.Fprintf(b, "    ran without asking under grant %s (%s, by %s): %s\n", g.ID, g.Scope, g.By, clip(g.Describe, 200))
+		}
 		if c.Error != "" {
 			fmt.Fprintf(b, "    error: %s\n", clip(c.Error, 300))
 		}
 		if c.Output != "" {
 			fmt.Fprintf(b, "    output: %s\n", clip(c.Output, 300))
 		}
+	}
+	for _, g := range st.Grants {
+		fmt.Fprintf(b, "\nGranted for this run by %s: %s\n", g.By, clip(g.Describe(), 200))
 	}
 	if len(audit) > 0 {
 		b.WriteString("\nDecisions:\n")

@@ -24,7 +24,10 @@ func TestWriteTranscript(t *testing.T) {
 		{ID: "c1", Step: 1, Name: "list_files", Arguments: `{"path":"."}`, Risk: agent.RiskSafe, Status: agent.CallSucceeded, Output: "a\nb"},
 		{ID: "c2", Step: 2, Name: "shell", Arguments: `{"command":"rm -rf tmp"}`, Risk: agent.RiskDangerous, RiskReason: "recursive delete",
 			Status: agent.CallSucceeded, Decision: &agent.Decision{Approved: true, By: "U2", At: now}},
+		{ID: "c3", Step: 2, Name: "shell", Arguments: `{"command":"go test ./..."}`, Risk: agent.RiskConfirm, Status: agent.CallSucceeded,
+			GrantedBy: &agent.GrantUse{ID: "g1", Scope: agent.GrantChannel, By: "bob", Describe: "shell matching go test at risk confirm or lower"}},
 	}
+	st.Grants = []agent.Grant{{ID: "g2", Scope: agent.GrantRun, Tool: "http_fetch", MaxRisk: agent.RiskCautious, By: "bob"}}
 	st.Answer = "Deleted tmp."
 	rec := &bot.RunRecord{ID: "r1", Thread: bot.ThreadRef{Platform: "slack", Channel: "C1", Thread: "1.2"}, Requester: bot.User{ID: "U1", Name: "ann"},
 		Status: st.Status, State: st, CreatedAt: now}
@@ -34,7 +37,9 @@ func TestWriteTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Run r1  (completed)", "Goal:      clean the tmp dir", "[x] list", "Step 2", `shell({"command":"rm -rf tmp"})`,
-		"risk: dangerous: recursive delete", "approved by U2", "approve by bob (U2)  shell args sha256:0123456789ab", "Answer:\nDeleted tmp."} {
+		"risk: dangerous: recursive delete", "approved by U2", "approve by bob (U2)  shell args sha256:0123456789ab", "Answer:\nDeleted tmp.",
+		"ran without asking under grant g1 (channel, by bob): shell matching go test at risk confirm or lower",
+		"Granted for this run by bob: http_fetch at risk cautious or lower"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("transcript lacks %q:\n%s", want, b.String())
 		}

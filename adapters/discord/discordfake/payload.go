@@ -37,6 +37,20 @@ func ButtonPayload(id, token, thread, parent, messageID, customID, userID string
 	}
 }
 
+// ModalSubmitPayload is an INTERACTION_CREATE for the submission of the modal customID in a
+// thread by userID, with one text input inputID holding value. Its shape is that of a
+// captured MODAL_SUBMIT (testdata/modal_submit.json).
+func ModalSubmitPayload(id, token, thread, parent, customID, inputID, value, userID string) map[string]any {
+	return map[string]any{
+		"id": id, "application_id": AppID, "type": 5, "token": token, "version": 1, "locale": "en-US",
+		"guild_id": GuildID, "channel_id": thread,
+		"channel": map[string]any{"id": thread, "type": 11, "parent_id": parent},
+		"member":  map[string]any{"user": map[string]any{"id": userID, "username": "user-" + userID}},
+		"data": map[string]any{"custom_id": customID, "components": []any{map[string]any{"type": 1,
+			"components": []any{map[string]any{"value": value, "type": 4, "custom_id": inputID}}}}},
+	}
+}
+
 // PingPayload is the PING an HTTP interactions endpoint gets.
 func PingPayload(id string) map[string]any {
 	return map[string]any{"id": id, "application_id": AppID, "type": 1, "token": "ping-" + id, "version": 1}

@@ -130,6 +130,7 @@ type Server struct {
 	lastTS    int
 	dropOnAck map[string]bool
 	replies   map[string]string // conversations.replies bodies by channel + "/" + ts
+	views     int               // views opened, for their IDs
 	users     map[string]string // users.info bodies by user ID
 	// streams are the streamed messages, refuseStreams the error startStream answers if
 	// set (stream.go).
@@ -571,7 +572,9 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 // serveAPI answers a Web API call and records it.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	call := Call{Method: strings.TrimPrefix(r.URL.Path, "/api/"), At: time.Now(), Status: http.StatusOK}
-	if call.Method == "response_url" {
+	if call.Method == "response_url" || strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		// A response_url, and Web API methods called with a JSON body (views.open), keep
+		// the body as it came.
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		call.Values = url.Values{"body": {string(body)}}
 	} else {
@@ -630,6 +633,9 @@ func (s *Server) answerLocked(method string, v url.Values, host string) (body, t
 		out = map[string]any{"message_ts": ts}
 	case "response_url":
 		out = map[string]any{}
+	case "views.open":
+		s.views++
+		out = map[string]any{"view": map[string]any{"id": fmt.Sprintf("V%07d", s.views), "type": "modal"}}
 	case "conversations.replies":
 		if body, ok := s.replies[v.Get("channel")+"/"+v.Get("ts")]; ok {
 			return body, ""
@@ -706,6 +712,9 @@ type Click struct {
 	Value string
 	// ActionTS is when the click happened, as Slack writes it.
 	ActionTS string
+	// ActionID and Label are the button's action_id and text; empty takes
+	// loopbot_button_0 and Approve.
+	ActionID, Label string
 }
 
 // ClickPayload is the block_actions interactivity payload of a click on a button of the
@@ -718,8 +727,46 @@ func ClickPayload(c Click) map[string]any {
 		"channel":   map[string]any{"id": c.Channel, "name": "general"},
 		"container": map[string]any{"type": "message", "message_ts": c.MessageTS, "channel_id": c.Channel, "is_ephemeral": false, "thread_ts": c.ThreadTS},
 		"message":   map[string]any{"type": "message", "ts": c.MessageTS, "thread_ts": c.ThreadTS, "user": BotUserID},
-		"actions": []map[string]any{{"type": "button", "action_id": "loopbot_button_0", "block_id": "loopbot_actions",
-			"value": c.Value, "text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": c.ActionTS}},
+		"actions": []map[string]any{{"type": "button", "action_id": firstOf(c.ActionID, "loopbot_button_0"), "block_id": "loopbot_actions",
+			"value": c.Value, "text": map[string]any{"type": "plain_text", "text": firstOf(c.Label, "Approve")}, "action_ts": c.ActionTS}},
+	}
+}
+
+func firstOf(s, or string) string {
+	if s != "" {
+		return s
+	}
+	return or
+}
+
+// Submission is a person submitting a modal the app opened with views.open.
+type Submission struct {
+	ViewID, UserID, UserName string
+	// CallbackID and PrivateMetadata are the view's, as views.open set them.
+	CallbackID, PrivateMetadata string
+	// Values are the view's input values: block_id -> action_id -> the typed text.
+	Values map[string]map[string]string
+}
+
+// SubmissionPayload is the view_submission interactivity payload of a modal's submission, in
+// the shape of slack-go's own test payload (interactions_test.go, viewSubmissionCallback).
+func SubmissionPayload(s Submission) map[string]any {
+	values := map[string]any{}
+	for block, inputs := range s.Values {
+		m := map[string]any{}
+		for action, v := range inputs {
+			m[action] = map[string]any{"type": "plain_text_input", "value": v}
+		}
+		values[block] = m
+	}
+	return map[string]any{
+		"type": "view_submission", "api_app_id": AppID, "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+		"team": map[string]any{"id": TeamID, "domain": "fake"},
+		"user": map[string]any{"id": s.UserID, "username": s.UserName, "name": s.UserName, "team_id": TeamID},
+		"view": map[string]any{"id": s.ViewID, "team_id": TeamID, "type": "modal", "callback_id": s.CallbackID,
+			"private_metadata": s.PrivateMetadata, "state": map[string]any{"values": values}, "hash": "156663117.cd33ad1f",
+			"app_installed_team_id": TeamID},
+		"response_urls": []any{},
 	}
 }
 

@@ -110,8 +110,13 @@
       box.insertBefore(el, before);
     }
     el.dataset.kind = m.kind;
+    // A tool step the reader opened stays open when its card is edited.
+    const opened = new Set([...el.querySelectorAll('details[data-step][open]')].map((d) => d.dataset.step));
     // Rendered by the server from an allowlist, with every text escaped.
     el.innerHTML = m.html;
+    for (const d of el.querySelectorAll('details[data-step]')) {
+      if (opened.has(d.dataset.step)) d.open = true;
+    }
     localTimes(el);
     for (const [key, sel] of Object.entries(shortcuts)) {
       for (const b of el.querySelectorAll(sel)) {
@@ -306,7 +311,10 @@
     const all = card ? [...card.querySelectorAll('button')] : [b];
     all.forEach((x) => { x.disabled = true; });
     try {
-      const d = await post('/api/actions', `action\n${b.dataset.action}`, { action: b.dataset.action, thread: current });
+      // A button that asks for a reason sends what its card's reason field holds.
+      const field = b.dataset.reason ? b.closest('article')?.querySelector('input.reason') : null;
+      const text = field ? field.value.trim() : '';
+      const d = await post('/api/actions', `action\n${b.dataset.action}\n${text}`, text ? { action: b.dataset.action, thread: current, text } : { action: b.dataset.action, thread: current });
       // A notice means the click changed nothing (not allowed, say): the card stays as it
       // was, so its buttons must work again. A click that did change the card gets it
       // re-rendered, buttons and all.
@@ -320,16 +328,23 @@
     }
   });
 
-  // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
-  // box has the focus. It is the same click as the mouse's, confirmation and all.
-  const shortcuts = { a: '.msg-approval button.btn-primary', r: '.msg-approval button.btn-danger' };
+  // Keyboard: "a" approves and "r" rejects, when no text box has the focus: the call of the
+  // approval card the focus is in (tabbed to its buttons, say), else the thread's latest
+  // pending call. It is the same click as the mouse's, confirmation and all. "r" is the
+  // card's first danger button, Reject, never Reject and stop after it.
+  const shortcuts = {
+    a: '.msg-approval button.btn-primary',
+    r: '.msg-approval button.btn-danger:not(.btn-danger ~ .btn-danger)',
+  };
   document.addEventListener('keydown', (e) => {
     if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
     const sel = shortcuts[e.key];
     if (!sel) return;
-    const buttons = [...$('messages').querySelectorAll(sel)].filter((b) => !b.disabled);
+    const live = (root) => [...root.querySelectorAll(sel)].filter((b) => !b.disabled);
+    const card = t && t.closest ? t.closest('#messages .msg-approval') : null;
+    const buttons = (card && live(card).length ? live(card) : live($('messages')));
     const b = buttons[buttons.length - 1];
     if (!b) return;
     e.preventDefault();
