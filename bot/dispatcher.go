@@ -331,7 +331,7 @@ func (d *dispatcher) drop(ctx context.Context, it OutboxItem) bool {
 func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 	switch it.Kind {
 	case OutboxCard:
-		rec, err := tx.Run(it.RunID)
+		rec, err := tx.RunHeader(it.RunID)
 		if err != nil {
 			return MessageRef{}, err
 		}
@@ -350,12 +350,12 @@ func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
 	switch it.Kind {
 	case OutboxCard:
-		rec, err := tx.Run(it.RunID)
+		rec, err := tx.RunHeader(it.RunID)
 		if err != nil {
 			return err
 		}
 		rec.Card = ref
-		return tx.PutRun(rec)
+		return tx.PutRunHead(rec)
 	case OutboxApprovalCard:
 		ap, err := tx.Approval(it.ApprovalID)
 		if err != nil {

@@ -22,7 +22,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 	if it.Kind == OutboxNotice {
 		return Message{Kind: KindNotice, Text: it.Text}, nil
 	}
-	rec, err := tx.Run(it.RunID)
+	// No message shows the conversation with the model, the bulk of a long run.
+	rec, err := tx.RunBrief(it.RunID)
 	if err != nil {
 		return Message{}, fmt.Errorf("load run %s: %w", it.RunID, err)
 	}

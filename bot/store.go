@@ -41,7 +41,14 @@ type Tx interface {
 	// caller that decides on the record's other fields and has the state already, or needs
 	// none. Putting the result back stores a run without a state.
 	RunHeader(id string) (*RunRecord, error)
+	// RunBrief returns run id with its state but without State.Messages, the conversation
+	// with the model, which is most of a long run and which no card shows: for rendering.
+	RunBrief(id string) (*RunRecord, error)
 	PutRun(r *RunRecord) error
+	// PutRunHead stores the fields of a run that are not its state (its card, its buttons,
+	// UpdatedAt) and keeps the stored state and status as they are: a card's reference is
+	// saved without writing the run's state again. r.State must be nil; the run must exist.
+	PutRunHead(r *RunRecord) error
 	// Runs lists runs in creation order, filtered. A filter on Statuses reads only the
 	// runs of those statuses, however many others are stored.
 	Runs(f RunFilter) ([]*RunRecord, error)

@@ -40,7 +40,9 @@
 // kept in run_items, one record each (runitems.go). PutRun writes only the elements whose
 // encoding differs from the stored one, so a checkpoint writes what the step added, not the
 // whole conversation again: the bytes a run's checkpoints write grow with its length, not
-// with its square.
+// with its square. RunBrief, which the dispatcher renders cards from, does not read the
+// messages at all, and PutRunHead, which saves a card's reference, rewrites the run's
+// record and head without its state's lists.
 //
 // # Damage
 //

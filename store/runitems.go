@@ -118,23 +118,25 @@ func putRunItems(items *bolt.Bucket, runKey []byte, st *agent.State) error {
 	return putItems(items, runKey, itemCall, calls)
 }
 
-// loadRunItems fills r's state with its messages and calls, where it has any stored as
-// items.
-func loadRunItems(items *bolt.Bucket, runKey []byte, r *bot.RunRecord) error {
+// loadRunItems fills r's state with its calls, and its messages when withMessages is set,
+// where it has any stored as items.
+func loadRunItems(items *bolt.Bucket, runKey []byte, r *bot.RunRecord, withMessages bool) error {
 	if r.State == nil {
 		return nil
 	}
 	what := "run " + r.ID
-	msgs, err := loadItems[agent.Message](items, runKey, itemMessage, what)
-	if err != nil {
-		return err
+	if withMessages {
+		msgs, err := loadItems[agent.Message](items, runKey, itemMessage, what)
+		if err != nil {
+			return err
+		}
+		if len(msgs) > 0 {
+			r.State.Messages = msgs
+		}
 	}
 	calls, err := loadItems[agent.CallRecord](items, runKey, itemCall, what)
 	if err != nil {
 		return err
-	}
-	if len(msgs) > 0 {
-		r.State.Messages = msgs
 	}
 	if len(calls) > 0 {
 		r.State.Calls = calls

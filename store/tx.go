@@ -143,11 +143,39 @@ func (t *tx) Run(id string) (*bot.RunRecord, error) {
 	if data == nil {
 		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
 	}
-	return t.loadRun(key, data, id)
+	return t.loadRun(key, data, id, true)
 }
 
-// loadRun decodes the run stored under key and reads its items.
-func (t *tx) loadRun(key, data []byte, id string) (*bot.RunRecord, error) {
+// RunBrief reads run id as Run does, without reading its messages.
+func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
+	key, err := t.runKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	data := runs.Get(key)
+	if data == nil {
+		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
+	}
+	r, err := t.loadRun(key, data, id, false)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != nil {
+		r.State.Messages = nil
+	}
+	return r, nil
+}
+
+// loadRun decodes the run stored under key and reads its items: its calls, and its
+// messages when withMessages is set.
+func (t *tx) loadRun(key, data []byte, id string, withMessages bool) (*bot.RunRecord, error) {
 	r, err := decode[bot.RunRecord](data, "run "+id)
 	if err != nil {
 		return nil, err
@@ -156,7 +184,7 @@ func (t *tx) loadRun(key, data []byte, id string) (*bot.RunRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
-	if err := loadRunItems(items, key, r); err != nil {
+	if err := loadRunItems(items, key, r, withMessages); err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
 	return r, nil
@@ -225,6 +253,53 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	}
 	if err := putRunItems(items, key, full); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// PutRunHead rewrites the run's record without its state's lists, and its head, with r's
+// fields other than State and Status: a few hundred bytes each, where PutRun would encode
+// every message and call of the state to find those that changed.
+func (t *tx) PutRunHead(r *bot.RunRecord) error {
+	if r == nil || r.ID == "" {
+		return errors.New("put run head: no run id")
+	}
+	if r.State != nil {
+		return fmt.Errorf("put run head %s: a head carries no state", r.ID)
+	}
+	key, err := t.runKey(r.ID)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	if key == nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, bot.ErrNotFound)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	heads, err := t.bucket(bucketRunHeads)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	stored, err := decode[bot.RunRecord](runs.Get(key), "run "+r.ID)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	rec := *r
+	rec.State, rec.Status = stored.State, stored.Status
+	data, err := json.Marshal(&rec)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	h := head(&rec)
+	headData, err := json.Marshal(&h)
+	if err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
+	}
+	t.wrote = true
+	if err := errors.Join(runs.Put(key, data), heads.Put(key, headData)); err != nil {
+		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
 	return nil
 }
@@ -298,7 +373,7 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 		if data == nil {
 			return fmt.Errorf("run %s: the index names a missing record", id)
 		}
-		r, err := t.loadRun(key, data, id)
+		r, err := t.loadRun(key, data, id, true)
 		if err != nil {
 			return err
 		}

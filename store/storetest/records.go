@@ -96,6 +96,7 @@ func testNotFound(t *testing.T, su *suite) {
 	}{
 		{"Run", func(tx bot.Tx) (any, error) { return tx.Run("run-2") }},
 		{"RunHeader", func(tx bot.Tx) (any, error) { return tx.RunHeader("run-2") }},
+		{"RunBrief", func(tx bot.Tx) (any, error) { return tx.RunBrief("run-2") }},
 		{"Conversation", func(tx bot.Tx) (any, error) { return tx.Conversation(threadB) }},
 		{"Approval", func(tx bot.Tx) (any, error) { return tx.Approval("ap-2") }},
 		{"Action", func(tx bot.Tx) (any, error) { return tx.Action("act-2") }},
@@ -458,6 +459,31 @@ func testRunHeader(t *testing.T, su *suite) {
 	r.Card.ID, r.ContinueAction, r.UpdatedAt = "1740830409.000900", "", at(time.Hour)
 	update(t, s, func(tx bot.Tx) error { return tx.PutRun(r) })
 	check("header after the run changed")
+	// A head put with PutRunHead changes the run's other fields and keeps its state and
+	// status, whatever the head says of them.
+	h := header(r)
+	h.Card.ID, h.CancelAction, h.UpdatedAt, h.Status = "1740830410.001000", "act-cancel-2", at(2*time.Hour), agent.StatusRunning
+	update(t, s, func(tx bot.Tx) error { return tx.PutRunHead(h) })
+	r.Card.ID, r.CancelAction, r.UpdatedAt = h.Card.ID, h.CancelAction, h.UpdatedAt
+	check("header after PutRunHead")
+	view(t, s, func(tx bot.Tx) error {
+		got, err := tx.Run("run-1")
+		if err != nil {
+			return err
+		}
+		equal(t, "run after PutRunHead", got, r)
+		ids, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{agent.StatusCompleted}})
+		equal(t, "completed runs after PutRunHead", ids, []string{"run-1"})
+		return err
+	})
+	if err := s.Update(t.Context(), func(tx bot.Tx) error { return tx.PutRunHead(r) }); err == nil {
+		t.Error("PutRunHead of a record with a state: no error")
+	}
+	if err := s.Update(t.Context(), func(tx bot.Tx) error {
+		return tx.PutRunHead(header(newRun("run-9", threadB, agent.StatusQueued, at(0))))
+	}); err == nil {
+		t.Error("PutRunHead of a run never put: no error")
+	}
 	// A header put back is a run without a state, as bot.Tx warns.
 	update(t, s, func(tx bot.Tx) error { return tx.PutRun(header(r)) })
 	view(t, s, func(tx bot.Tx) error {

@@ -10,7 +10,8 @@ import (
 // testStateChanges puts one run's state again and again as a run's checkpoints do, and as
 // they may not: with messages and calls appended, an earlier one changed in place, the
 // lists shortened and emptied. A store may keep the growing lists apart and write only what
-// changed, but every read must return exactly the state last put.
+// changed, but every read must return exactly the state last put (RunBrief: without its
+// messages).
 func testStateChanges(t *testing.T, su *suite) {
 	s := su.open(t)
 	run := fullRun("run-1")
@@ -23,6 +24,17 @@ func testStateChanges(t *testing.T, su *suite) {
 				t.Fatalf("%s: Run: %v", step, err)
 			}
 			equal(t, step, got, run)
+			brief, err := tx.RunBrief("run-1")
+			if err != nil {
+				t.Fatalf("%s: RunBrief: %v", step, err)
+			}
+			want := *run
+			if run.State != nil {
+				st := *run.State
+				st.Messages = nil
+				want.State = &st
+			}
+			equal(t, step+", brief", brief, &want)
 			return nil
 		})
 	}
