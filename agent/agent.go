@@ -23,6 +23,9 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Autonomy returns the autonomy level of the run's channel as it is now (autonomy.go); nil
+	// or an empty level keeps the one the state records.
+	Autonomy func(ctx context.Context) (Level, error)
 	// Text sees the executor's reply as it is written, when the model streams (stream.go);
 	// nil streams nothing. It must not block for long: the model's stream waits for it.
 	Text func(ctx context.Context, d TextDelta)
@@ -170,6 +173,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.exhausted(ctx, reason)
 		}
 		r.steer(wctx)
+		r.refreshLevel(wctx)
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
 		}
@@ -384,19 +388,11 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 		return invalid("%s", refuse)
 	}
 	rec.Risk, rec.RiskReason, rec.Reads = as.Risk, as.Reason, as.Reads
-	switch {
-	case tc.Name == askUserName:
+	if tc.Name == askUserName {
 		rec.Status = CallAwaitingInput
-	case as.Risk >= RiskConfirm:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && r.a.cfg.ConfirmCautious:
-		rec.Status = CallAwaitingApproval
-	case as.Risk == RiskCautious && st.ConsecutiveFailures >= r.a.cfg.LowMomentum:
-		rec.Status = CallAwaitingApproval
-		rec.RiskReason = strings.TrimSpace(rec.RiskReason + " (confirmation asked because recent calls failed)")
-	default:
-		rec.Status = CallReady
+		return rec
 	}
+	rec.Status, rec.RiskReason = r.approval(reg, as)
 	return rec
 }
 
@@ -573,6 +569,7 @@ func (r *runner) report() int {
 		}
 		c.Reported = true
 		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: toolContent(c)})
+		r.noteOutcome(c)
 		switch c.Status {
 		case CallSucceeded:
 			r.noteResult(c)
@@ -637,6 +634,9 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	}
 	if st.RepeatedError.Count >= cfg.StuckThreshold {
 		return r.pause(ctx, Pause{Kind: PauseStuck, Reason: fmt.Sprintf("The same error came back %d times in a row; the run looks stuck.", st.RepeatedError.Count)})
+	}
+	if p := r.checkIn(); p != nil {
+		return r.pause(ctx, *p)
 	}
 	if r.a.sanity != nil && (cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
 		if paused, err := r.sanityCheck(ctx, wctx); err != nil || paused {

@@ -66,9 +66,13 @@ type Config struct {
 	// SanityAfterFailures runs the sanity check after a step with failed calls.
 	SanityAfterFailures bool `toml:"sanity_after_failures"`
 
-	// ConfirmCautious asks for approval of cautious calls too.
+	// Autonomy is the level of a channel nobody has set one for: careful, balanced or bold
+	// (autonomy.go).
+	Autonomy Level `toml:"autonomy"`
+	// ConfirmCautious asks for approval of cautious calls too, at every level.
 	ConfirmCautious bool `toml:"confirm_cautious"`
-	// LowMomentum failures in a row make cautious calls need approval.
+	// LowMomentum failures in a row make cautious calls need approval, on top of the level's
+	// momentum threshold; zero turns this rule off (the default).
 	LowMomentum int `toml:"low_momentum"`
 	// RiskFloor raises the risk of every call of a tool to at least this level.
 	RiskFloor map[string]Risk `toml:"risk"`
@@ -98,7 +102,9 @@ func (c Config) Defaults() Config {
 	set(&c.ContextTokens, 32000)
 	set(&c.KeepRecent, 4)
 	set(&c.TruncateChars, 600)
-	set(&c.LowMomentum, 2)
+	if c.Autonomy == "" {
+		c.Autonomy = LevelBalanced
+	}
 	if c.MaxWall == 0 {
 		c.MaxWall = Duration(30 * time.Minute)
 	}
@@ -131,6 +137,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("failure_handling %q: want %q or %q", c.FailureHandling, FailureAskUser, FailureAbort)
 	case c.ContextStrategy != "" && c.ContextStrategy != ContextTruncate && c.ContextStrategy != ContextSummarize:
 		return fmt.Errorf("context strategy %q: want %q or %q", c.ContextStrategy, ContextTruncate, ContextSummarize)
+	case c.Autonomy != "" && !validLevel(c.Autonomy):
+		return fmt.Errorf("autonomy %q: want careful, balanced or bold", c.Autonomy)
 	case c.NearLimit < 0 || c.NearLimit > 1:
 		return fmt.Errorf("near_limit %v: want a fraction between 0 and 1", c.NearLimit)
 	case c.MaxSteps < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.MaxWall < 0:

@@ -30,6 +30,8 @@ func (st *State) nudge(p *Pause) string {
 	case PauseStuck:
 		parts = append(parts, fmt.Sprintf("The person let the run go on after it stalled (%s). "+
 			"Reflect on why the last steps made no progress, and take a different step rather than repeating one.", strings.TrimSuffix(p.Reason, ".")))
+	case PauseMomentum:
+		parts = append(parts, momentumNudge(st))
 	case PauseSanity:
 		parts = append(parts, fmt.Sprintf("A reviewer paused the run (%s); the person chose to go on. Take the concern into account.", strings.TrimSuffix(p.Reason, ".")))
 	}

@@ -37,6 +37,7 @@ type fakeTool struct {
 	name       string
 	readOnly   bool
 	idempotent bool
+	executes   bool
 	risk       agent.Risk
 	schema     string
 	timeout    time.Duration
@@ -54,6 +55,7 @@ func (f *fakeTool) Info() agent.ToolInfo {
 		ReadOnly:   f.readOnly,
 		Idempotent: f.idempotent,
 		Timeout:    f.timeout,
+		Executes:   f.executes,
 	}
 }
 

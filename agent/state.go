@@ -142,6 +142,10 @@ const (
 	PauseModelError PauseKind = "model_error"
 	// PauseQuestion: the model's reply asks the person something instead of finishing.
 	PauseQuestion PauseKind = "question"
+	// PauseMomentum: too many recent calls failed or were rejected (momentum.go).
+	PauseMomentum PauseKind = "momentum"
+	// PauseCheckIn: the autonomy level's check-in every N steps.
+	PauseCheckIn PauseKind = "check_in"
 )
 
 // Pause describes why a paused run waits and what it asks.
@@ -220,6 +224,12 @@ type State struct {
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`
+	// Autonomy is the level the run works at (autonomy.go): its channel's when it started,
+	// and the channel's new level once an approver changes it. Empty means the configured
+	// default.
+	Autonomy Level `json:"autonomy,omitempty"`
+	// Momentum is the window of the run's latest call outcomes (momentum.go).
+	Momentum Momentum `json:"momentum,omitzero"`
 
 	Pause  *Pause `json:"pause,omitempty"`
 	Answer string `json:"answer,omitempty"`
@@ -355,6 +365,8 @@ func (st *State) Respond(text, from string) error {
 		}
 		st.ConsecutiveFailures = 0
 		st.RepeatedCall, st.RepeatedError, st.Recent = Streak{}, Streak{}, nil
+		// A person let the run go on: it starts again with full momentum.
+		st.Momentum = Momentum{}
 		st.ProgressAt = st.Step
 		if msg != "" {
 			st.Messages = append(st.Messages, Message{Role: RoleUser, Content: msg})

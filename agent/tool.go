@@ -91,6 +91,9 @@ type ToolInfo struct {
 	// Untrusted tools return content from outside loopbot (web pages, files, command output,
 	// MCP results): the model sees it between the run's untrusted markers.
 	Untrusted bool
+	// Executes marks a tool that runs programs (shell): the autonomy levels' "confirm shell
+	// commands" knob applies to its cautious calls.
+	Executes bool
 }
 
 // Invocation is one call of a tool, with what the tool may need to know about its run.

@@ -83,6 +83,7 @@ func FuzzEventValidate(f *testing.F) {
 	f.Add(`{"kind":"mention","id":"E1","thread":{"platform":"slack","channel":"C1","thread":"1.2"},"user":{"id":"U1"},"text":"hi"}`)
 	f.Add(`{"kind":"command","id":"E2","thread":{"platform":"discord","channel":"C","thread":"T"},"user":{"id":"U"},"command":"rm"}`)
 	f.Add(`{"kind":"action","id":"E3","thread":{"platform":"web","channel":"c","thread":"t"},"user":{"id":"u"},"action_id":""}`)
+	f.Add(`{"kind":"command","id":"E4","thread":{"platform":"web","channel":"c","thread":"t"},"user":{"id":"u"},"command":"autonomy","text":"bold"}`)
 	f.Fuzz(func(t *testing.T, data string) {
 		var ev bot.Event
 		if json.Unmarshal([]byte(data), &ev) != nil {
@@ -96,7 +97,7 @@ func FuzzEventValidate(f *testing.F) {
 			t.Fatalf("accepted an event without id, user or thread: %+v", ev)
 		case ev.Kind == bot.EventAction && ev.ActionID == "":
 			t.Fatalf("accepted an action without an action id: %+v", ev)
-		case ev.Kind == bot.EventCommand && ev.Command != bot.CommandStart && ev.Command != bot.CommandStatus && ev.Command != bot.CommandCancel:
+		case ev.Kind == bot.EventCommand && ev.Command != bot.CommandStart && ev.Command != bot.CommandStatus && ev.Command != bot.CommandCancel && ev.Command != bot.CommandAutonomy:
 			t.Fatalf("accepted an unknown command: %+v", ev)
 		case ev.Kind != bot.EventMention && ev.Kind != bot.EventReply && ev.Kind != bot.EventCommand && ev.Kind != bot.EventAction:
 			t.Fatalf("accepted an unknown kind: %+v", ev)

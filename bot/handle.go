@@ -69,7 +69,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || (ev.Command != CommandStatus && ev.Command != CommandCancel))
+	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || ev.Command == CommandStart)
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
@@ -95,6 +95,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		res, err = b.status(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandCancel:
 		res, err = b.cancelThread(ctx, ev)
+	case ev.Kind == EventCommand && ev.Command == CommandAutonomy:
+		res, err = b.autonomy(ctx, ev)
 	default:
 		res, err = b.start(ctx, ev)
 	}
@@ -225,9 +227,13 @@ func conversation(tx Tx, thread ThreadRef) (*Conversation, error) {
 func (b *Bot) status(ctx context.Context, ev Event) (Result, error) {
 	var runs []*RunRecord
 	var queued int
+	var level agent.Level
 	err := b.store.View(ctx, func(tx Tx) error {
 		var err error
 		if runs, err = tx.Runs(RunFilter{Thread: &ev.Thread}); err != nil {
+			return err
+		}
+		if level, err = channelLevel(tx, ev.Thread, b.recs.level); err != nil {
 			return err
 		}
 		conv, err := tx.Conversation(ev.Thread)
@@ -254,8 +260,9 @@ func (b *Bot) status(ctx context.Context, ev Event) (Result, error) {
 		fmt.Fprintf(&sb, "• %s: %s, step %d\n", clip(r.State.Goal, 80), statusLabel(r.Status), r.State.Step)
 	}
 	if queued > 0 {
-		fmt.Fprintf(&sb, "%d request(s) queued.", queued)
+		fmt.Fprintf(&sb, "%d request(s) queued.\n", queued)
 	}
+	fmt.Fprintf(&sb, "Autonomy here: %s.", level)
 	return Result{Notice: strings.TrimSpace(sb.String())}, nil
 }
 

@@ -34,6 +34,7 @@ type records struct {
 	newID  func() string
 	expiry time.Duration // how long an approval request waits
 	log    *slog.Logger
+	level  agent.Level // the autonomy level of channels nobody set one for
 }
 
 // deriveStatus sets the record's status from its state's. It is the only place that does:
@@ -136,6 +137,11 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
+	level, err := channelLevel(tx, conv.Thread, r.level)
+	if err != nil {
+		return nil, err
+	}
+	rec.State.Autonomy = level
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {
 		return nil, err

@@ -260,7 +260,7 @@ func TestPolicyAndIgnoredEvents(t *testing.T) {
 		res := h.mention(ann, "hello")
 		h.settle()
 		got := h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandStatus, User: ann})
-		if got.Notice != "• hello: Done, step 1" {
+		if got.Notice != "• hello: Done, step 1\nAutonomy here: balanced." {
 			t.Errorf("status notice %q", got.Notice)
 		}
 		h.wantStatus(res.RunID, agent.StatusCompleted)

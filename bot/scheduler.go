@@ -177,7 +177,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer}
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Autonomy: s.autonomyHook(rec.Thread)}
 	stream := s.streams.open(rec)
 	if stream != nil {
 		hooks.Text = stream.text

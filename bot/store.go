@@ -71,6 +71,10 @@ type Tx interface {
 	// with what the transaction does about the event, so a failure loses neither.
 	ClaimEvent(id string, now time.Time, ttl time.Duration) (first bool, err error)
 
+	// ChannelAutonomy returns the autonomy level set for thread's channel (bot/autonomy.go).
+	ChannelAutonomy(thread ThreadRef) (*ChannelAutonomy, error)
+	PutChannelAutonomy(c *ChannelAutonomy) error
+
 	AppendAudit(e AuditEntry) error
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)

@@ -122,7 +122,7 @@ func (e Event) Validate() error {
 	switch e.Kind {
 	case EventMention, EventReply:
 	case EventCommand:
-		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel {
+		if e.Command != CommandStart && e.Command != CommandStatus && e.Command != CommandCancel && e.Command != CommandAutonomy {
 			return fmt.Errorf("event %s: unknown command %q", e.ID, e.Command)
 		}
 	case EventAction:

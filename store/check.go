@@ -112,6 +112,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketActions):       decodes[bot.Action],
 	string(bucketAudit):         decodes[bot.AuditEntry],
 	string(bucketOutbox):        decodes[bot.OutboxItem],
+	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
 }
 
 func decodes[T any](data []byte, what string) error {

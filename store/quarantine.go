@@ -34,6 +34,7 @@ var quarantinable = map[string]bool{
 	string(bucketActions):       true,
 	string(bucketAudit):         true,
 	string(bucketOutbox):        true,
+	string(bucketAutonomy):      true,
 }
 
 // Quarantined is a record moved aside because it did not decode.

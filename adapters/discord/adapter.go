@@ -334,6 +334,7 @@ func commands() []*discordgo.ApplicationCommand {
 		},
 		{Name: cmdStatus, Description: "Show loopbot's runs in this thread"},
 		{Name: cmdCancel, Description: "Cancel the run in this thread"},
+		autonomyCommand(),
 	}
 }
 

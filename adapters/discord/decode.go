@@ -122,6 +122,9 @@ func decodeInteraction(raw []byte) (*interaction, error) {
 			if ev.Thread.Thread == "" {
 				ev.Thread.Thread = it.ChannelID
 			}
+		case cmdAutonomy:
+			decodeAutonomy(ev, data, it.ChannelID)
+			in.private = true
 		default:
 			return nil, errIgnored
 		}

@@ -89,8 +89,8 @@ func TestGatewaySlashCommand(t *testing.T) {
 
 	reqs := f.Requests()
 	cmds := discordfake.Find(reqs, "PUT", "/api/v9/applications/"+discordfake.AppID+"/commands")
-	if len(cmds) != 1 || len(cmds[0].List) != 3 {
-		t.Fatalf("commands not registered globally once with 3 commands: %+v", cmds)
+	if len(cmds) != 1 || len(cmds[0].List) != len(commands()) {
+		t.Fatalf("commands not registered globally once with all %d commands: %+v", len(commands()), cmds)
 	}
 
 	id, token := f.Interaction()

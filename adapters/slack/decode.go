@@ -153,6 +153,8 @@ func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool
 	if ev.Kind == bot.EventMention {
 		if c := commandWord(ev.Text); c != "" {
 			ev.Kind, ev.Command, ev.Text = bot.EventCommand, c, ""
+		} else if level, ok := autonomyWords(ev.Text); ok {
+			ev.Kind, ev.Command, ev.Text = bot.EventCommand, bot.CommandAutonomy, level
 		}
 	}
 	return ev, m.TS, true, nil
@@ -346,7 +348,8 @@ type command struct {
 const (
 	helpText = "Usage: `%[1]s <goal>` starts a run in a new thread. " +
 		"`%[1]s status <thread link>` and `%[1]s cancel <thread link>` act on a thread's run " +
-		"(or mention me with `status` or `cancel` in the thread)."
+		"(or mention me with `status` or `cancel` in the thread). " +
+		"`%[1]s autonomy` shows this channel's autonomy level; approvers set it with `%[1]s autonomy careful|balanced|bold`."
 	noThreadText = "Slack does not tell apps which thread a slash command was typed in. " +
 		"Add the thread's link (Copy link on its first message), or mention me with `%s` in the thread."
 	otherChannelText = "That thread is in another channel. Run `%s %s` in the thread's own channel, " +
@@ -380,6 +383,10 @@ func decodeCommand(sc slashCommand, name string) (command, error) {
 	switch strings.ToLower(word) {
 	case "", "help":
 		c.reply = fmt.Sprintf(helpText, name)
+		return c, nil
+	case bot.CommandAutonomy:
+		// A channel's setting: the channel stands for its thread.
+		c.ev.Command, c.ev.Text, c.ev.Thread.Thread = bot.CommandAutonomy, strings.TrimSpace(rest), sc.ChannelID
 		return c, nil
 	case "status", "cancel":
 		c.ev.Command = bot.CommandStatus

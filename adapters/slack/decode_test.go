@@ -38,6 +38,15 @@ func TestDecodeEvent(t *testing.T) {
 		{"mention cancel command",
 			`{"type":"app_mention","user":"U1","text":"<@UBOT> cancel","ts":"1700000005.000100","thread_ts":"1700000000.000100","channel":"C1"}`,
 			&bot.Event{Kind: bot.EventCommand, Command: bot.CommandCancel, Thread: th("C1", "1700000000.000100")}},
+		{"mention autonomy command",
+			`{"type":"app_mention","user":"U1","text":"<@UBOT> autonomy  Careful","ts":"1700000005.000100","channel":"C1"}`,
+			&bot.Event{Kind: bot.EventCommand, Command: bot.CommandAutonomy, Text: "Careful", Thread: th("C1", "1700000005.000100")}},
+		{"mention autonomy without a level",
+			`{"type":"app_mention","user":"U1","text":"<@UBOT> autonomy","ts":"1700000005.000100","channel":"C1"}`,
+			&bot.Event{Kind: bot.EventCommand, Command: bot.CommandAutonomy, Thread: th("C1", "1700000005.000100")}},
+		{"a goal that starts with the word",
+			`{"type":"app_mention","user":"U1","text":"<@UBOT> autonomyless goal","ts":"1700000005.000100","channel":"C1"}`,
+			&bot.Event{Kind: bot.EventMention, Text: "autonomyless goal", Thread: th("C1", "1700000005.000100")}},
 		{"other user's mention stays",
 			`{"type":"app_mention","user":"U1","text":"<@UBOT> ask <@UBOTX>","ts":"1.000001","channel":"C1"}`,
 			&bot.Event{Kind: bot.EventMention, Thread: th("C1", "1.000001"), Text: "ask <@UBOTX>"}},
@@ -171,6 +180,9 @@ func TestDecodeCommand(t *testing.T) {
 		{text: "cancel not-a-link", reply: true},
 		{text: "", reply: true},
 		{text: "help", reply: true},
+		// The autonomy command is about the channel, which stands for its thread.
+		{text: "autonomy bold", command: bot.CommandAutonomy, thread: "C1"},
+		{text: "AUTONOMY", command: bot.CommandAutonomy, thread: "C1"},
 	}
 	for _, tc := range tests {
 		sc := base

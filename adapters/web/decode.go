@@ -59,6 +59,9 @@ func decodeRequest(body []byte, kind bot.EventKind, who identity) (bot.Event, st
 		if !utf8.ValidString(ev.Text) {
 			return bot.Event{}, "", errors.New("text: not valid UTF-8")
 		}
+		if level, ok := consoleAutonomy(ev.Text); ok {
+			ev.Kind, ev.Command, ev.Text = bot.EventCommand, bot.CommandAutonomy, level
+		}
 		return ev, "", nil
 	case bot.EventAction:
 		if req.Text != "" {

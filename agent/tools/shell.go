@@ -68,6 +68,7 @@ func (t *Shell) Info() agent.ToolInfo {
 		},
 		Timeout:   t.timeout() + 5*time.Second,
 		Untrusted: true,
+		Executes:  true,
 	}
 }
 

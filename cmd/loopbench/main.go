@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{name: "ack", run: ackLatency},
 	{name: "makespan", run: makespan},
 	{name: "startup", run: startup},
+	{name: "autonomy", run: autonomyCorpus},
 }
 
 func main() {

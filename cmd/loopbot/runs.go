@@ -89,6 +89,9 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 	fmt.Fprintf(b, "Goal:      %s\n", st.Goal)
 	fmt.Fprintf(b, "Usage:     %d steps, %d prompt + %d completion tokens (%d cached), $%.4f, %s active\n",
 		st.Step, st.Usage.PromptTokens, st.Usage.CompletionTokens, st.Usage.CachedTokens, st.Usage.Cost, st.Active.Round(time.Millisecond))
+	if st.Autonomy != "" {
+		fmt.Fprintf(b, "Autonomy:  %s, momentum %.2f\n", st.Autonomy, st.Momentum.Score())
+	}
 	if len(st.Plan) > 0 {
 		b.WriteString("\nPlan:\n")
 		for _, it := range st.Plan {

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DedupeInTransaction", testDedupeInTx},
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
+		{"ChannelAutonomy", testChannelAutonomy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
