@@ -136,6 +136,12 @@ type runner struct {
 	st   *State
 	h    Hooks
 	mark time.Time // when Active was last brought up to date
+	// promptTokens is the size of the latest prompt; sanityAsked says who asked for a
+	// sanity check at the next step boundary (review.go).
+	promptTokens int
+	sanityAsked  string
+	// pinnedWarned is set once the log was told that pinned facts were left out.
+	pinnedWarned bool
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -173,6 +179,9 @@ func (r *runner) run(ctx context.Context) error {
 			return r.exhausted(ctx, reason)
 		}
 		r.steer(wctx)
+		if paused, err := r.askedSanity(ctx, wctx); err != nil || paused {
+			return err
+		}
 		r.refreshLevel(wctx)
 		if reason := r.nearBudget(); reason != "" {
 			return r.finalAnswer(ctx, wctx, reason)
@@ -252,8 +261,9 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.emit(Event{Kind: EventStepStarted})
 
 	prompt := r.prompt(wctx)
+	r.promptTokens = estimateTokens(prompt)
 	onText, streamed := r.streamText(ctx)
-	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.a.specs, OnText: onText})
+	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.specs(), OnText: onText})
 	if err != nil || len(reply.Message.ToolCalls) > 0 || strings.TrimSpace(reply.Message.Content) == "" {
 		r.endText(ctx, streamed, err == nil)
 	}
@@ -364,6 +374,9 @@ func (r *runner) assess(tc ToolCall) CallRecord {
 	reg, ok := r.a.tools[tc.Name]
 	if !ok {
 		return invalid("unknown tool %q; the tools you can call are: %s", tc.Name, strings.Join(r.a.toolNames(), ", "))
+	}
+	if !r.allowedTool(tc.Name) {
+		return invalid("%s", r.notAllowed(tc.Name))
 	}
 	args, err := decodeArgs(tc.Arguments)
 	if err != nil {
@@ -638,8 +651,8 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 	if p := r.checkIn(); p != nil {
 		return r.pause(ctx, *p)
 	}
-	if r.a.sanity != nil && (cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
-		if paused, err := r.sanityCheck(ctx, wctx); err != nil || paused {
+	if why := r.sanityTrigger(); r.a.sanity != nil && (why != "" || cfg.SanityEvery > 0 && st.Step-st.LastSanityStep >= cfg.SanityEvery || cfg.SanityAfterFailures && failed > 0) {
+		if paused, err := r.sanityCheck(ctx, wctx, why); err != nil || paused {
 			return err
 		}
 	}

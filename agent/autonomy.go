@@ -146,9 +146,9 @@ func (c Config) defaultLevel() Level {
 // set by the bot), or the configured default.
 func (r *runner) level() Level {
 	if l, err := ParseLevel(string(r.st.Autonomy)); err == nil {
-		return l
+		return r.ceiling(l)
 	}
-	return r.a.cfg.defaultLevel()
+	return r.ceiling(r.a.cfg.defaultLevel())
 }
 
 // approval decides, for a call the loop has assessed, whether it waits for a person; it

@@ -199,12 +199,7 @@ func (r *runner) systemText() string {
 	b.WriteString(untrustedNote(st.Nonce))
 	b.WriteString("\n\nGoal: ")
 	b.WriteString(st.Goal)
-	if len(st.Pinned) > 0 {
-		b.WriteString("\n\nFacts to keep in mind:")
-		for _, p := range st.Pinned {
-			b.WriteString("\n- " + p)
-		}
-	}
+	b.WriteString(r.pinnedText())
 	return b.String()
 }
 

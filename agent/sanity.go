@@ -22,14 +22,16 @@ type sanityVerdict struct {
 // sanityCheck asks the cheap sanity model whether the run is on track (seed 004). Concerns
 // are injected into the conversation as a note; should_pause pauses the run. A sanity model
 // that fails or answers garbage is logged and ignored: it is a safety net, not a gate.
-func (r *runner) sanityCheck(ctx, wctx context.Context) (paused bool, err error) {
+//
+// why is what asked for this check ("" for the periodic one); the reviewer is told it.
+func (r *runner) sanityCheck(ctx, wctx context.Context, why string) (paused bool, err error) {
 	st := r.st
 	st.LastSanityStep = st.Step
 	reply, err := r.a.sanity.Complete(wctx, Request{JSON: true, Messages: []Message{
 		{Role: RoleSystem, Content: `You review the progress of an AI agent working on a goal. Judge whether its recent actions move it towards the goal, ` +
 			`whether it repeats itself, and whether it is about to do something the user would not want. Reply with one JSON object: ` +
 			`{"verdict": "on_track" | "concerns" | "should_pause", "note": "one or two sentences for the agent"}.`},
-		{Role: RoleUser, Content: r.sanityBrief()},
+		{Role: RoleUser, Content: r.sanityBrief(why)},
 	}})
 	if err != nil {
 		r.a.log.Warn("sanity check failed", "run", st.RunID, "err", err)
@@ -41,6 +43,7 @@ func (r *runner) sanityCheck(ctx, wctx context.Context) (paused bool, err error)
 		r.a.log.Warn("sanity check answered garbage", "run", st.RunID, "reply", truncate(reply.Message.Content, 200))
 		return false, nil
 	}
+	r.keepReview(v, why)
 	switch v.Verdict {
 	case verdictConcerns:
 		note := "Note from the reviewer: " + v.Note
@@ -71,9 +74,12 @@ func parseVerdict(s string) (sanityVerdict, bool) {
 }
 
 // sanityBrief is the goal, the plan and the latest calls, short enough for a cheap model.
-func (r *runner) sanityBrief() string {
+func (r *runner) sanityBrief(why string) string {
 	st := r.st
 	var b strings.Builder
+	if why != "" {
+		fmt.Fprintf(&b, "This review was asked for because %s.\n", why)
+	}
 	fmt.Fprintf(&b, "Goal: %s\n", st.Goal)
 	if len(st.Plan) > 0 {
 		b.WriteString("Plan:\n")

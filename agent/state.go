@@ -221,6 +221,12 @@ type State struct {
 	// SteerSeq is the number of the last note a person sent the working run that the loop
 	// took into the conversation (steer.go).
 	SteerSeq int `json:"steer_seq,omitempty"`
+	// AllowedTools, when not nil, are the only tools (besides the loop's control tools) the
+	// run may call: a playbook's allowlist (allowlist.go). Empty but not nil allows none;
+	// omitzero keeps that apart from nil through a save.
+	AllowedTools []string `json:"allowed_tools,omitzero"`
+	// Reviews are the sanity verdicts the thread is shown (review.go), oldest first.
+	Reviews []Review `json:"reviews,omitempty"`
 	// Nonce marks the untrusted content in this run's prompts (untrusted.go). It is random
 	// per run, drawn when the loop first takes the run up, and never shown outside prompts.
 	Nonce string `json:"nonce,omitempty"`
@@ -228,6 +234,9 @@ type State struct {
 	// and the channel's new level once an approver changes it. Empty means the configured
 	// default.
 	Autonomy Level `json:"autonomy,omitempty"`
+	// PlaybookLevel is the autonomy level the run's playbook asks for; the run works at it
+	// when it is more careful than Autonomy, never when bolder (allowlist.go).
+	PlaybookLevel Level `json:"playbook_level,omitempty"`
 	// Momentum is the window of the run's latest call outcomes (momentum.go).
 	Momentum Momentum `json:"momentum,omitzero"`
 

@@ -16,6 +16,9 @@ type Note struct {
 	Seq  int
 	From string
 	Text string
+	// Sanity asks for a sanity check at the step boundary instead of saying anything to
+	// the model.
+	Sanity bool
 }
 
 // steer takes the notes that arrived since the last step and adds them to the conversation.
@@ -32,6 +35,11 @@ func (r *runner) steer(ctx context.Context) {
 	}
 	for _, n := range notes {
 		if n.Seq <= st.SteerSeq {
+			continue
+		}
+		if n.Sanity {
+			r.sanityAsked = n.From + " asked for it in the thread"
+			st.SteerSeq = n.Seq
 			continue
 		}
 		st.Messages = append(st.Messages, Message{Role: RoleUser,

@@ -46,6 +46,10 @@ type Bot struct {
 	// The options, until New has applied them.
 	now   func() time.Time
 	newID func() string
+	// toolNames are the agent's tools, which a playbook may name.
+	toolNames []string
+	// hasSanity is set when the agent has a sanity model to ask.
+	hasSanity bool
 
 	loops      sync.WaitGroup // the scheduler's and the sweeper's loops
 	stopLoops  context.CancelCauseFunc
@@ -118,9 +122,11 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 		b.decided = func(ApprovalStatus, time.Duration) {}
 	}
 	b.redactor = NewRedactor(b.cfg.Redact)
+	b.toolNames = ag.ToolNames()
+	b.hasSanity = ag.HasSanity()
 	b.clock = &clock{now: b.now}
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
-	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy}
+	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy, savePlaybooks: b.cfg.Playbooks.Dir != ""}
 	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
 	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.disp.poke)
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}

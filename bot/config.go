@@ -38,6 +38,10 @@ type Config struct {
 	// MaxGoalBytes bounds a goal or a reply as a person sends it; a longer one is refused
 	// with a notice before anything stores it.
 	MaxGoalBytes int `toml:"max_goal_bytes"`
+	// Memory bounds each channel's memory (memory.go).
+	Memory MemoryConfig `toml:"memory"`
+	// Playbooks says where playbooks live (playbook.go).
+	Playbooks PlaybookConfig `toml:"playbooks"`
 }
 
 // Policy says who may use the bot and who may decide on tool calls. Users are matched by
@@ -71,6 +75,7 @@ func (c Config) Defaults() Config {
 	if c.MaxGoalBytes == 0 {
 		c.MaxGoalBytes = 16 << 10
 	}
+	c.Memory = c.Memory.defaults()
 	if c.Policy.ApproveBy == "" {
 		c.Policy.ApproveBy = ApproveByRequester
 	}
@@ -96,6 +101,8 @@ func (c Config) Check() error {
 		return errors.New("max_concurrent_runs must not be negative")
 	case c.MaxGoalBytes < 0:
 		return errors.New("max_goal_bytes must not be negative")
+	case c.Memory.MaxFacts < 0 || c.Memory.MaxFactBytes < 0:
+		return errors.New("memory caps must not be negative")
 	case c.EditInterval < 0 || c.Policy.ApprovalExpiry < 0:
 		return errors.New("durations must not be negative")
 	case c.DedupeTTL != 0 && time.Duration(c.DedupeTTL) < minDedupeTTL:

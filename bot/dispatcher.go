@@ -299,7 +299,7 @@ func (d *dispatcher) sent(ctx context.Context, it OutboxItem, msg Message, ref M
 				return err
 			}
 		}
-		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard {
+		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory {
 			if now, err := render(tx, it); err == nil && !reflect.DeepEqual(now, msg) {
 				return nil
 			}
@@ -326,8 +326,8 @@ func (d *dispatcher) drop(ctx context.Context, it OutboxItem) bool {
 	return true
 }
 
-// postedRef is the message an item edits, if it was posted before: the run's status card or
-// the approval's card. Other items are always new posts.
+// postedRef is the message an item edits, if it was posted before: the run's status card,
+// the approval's card or a memory list. Other items are always new posts.
 func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 	switch it.Kind {
 	case OutboxCard:
@@ -342,6 +342,8 @@ func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 			return MessageRef{}, err
 		}
 		return ap.Card, nil
+	case OutboxMemory:
+		return memoryCard(tx, it)
 	}
 	return MessageRef{}, nil
 }
@@ -363,6 +365,8 @@ func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
 		}
 		ap.Card = ref
 		return tx.PutApproval(ap)
+	case OutboxMemory:
+		return saveMemoryCard(tx, it, ref)
 	}
 	return nil
 }

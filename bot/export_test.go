@@ -12,6 +12,12 @@ const (
 	WordsPause = wordsPause
 )
 
+// ParseArgs exposes parseArgs to the fuzz target.
+var ParseArgs = parseArgs
+
+// DraftPlaybook exposes draftPlaybook to the fuzz target.
+var DraftPlaybook = draftPlaybook
+
 // Releasable exposes how much of a text still being written may be streamed.
 func Releasable(r *Redactor, s string) int { return r.releasable(s) }
 

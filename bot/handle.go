@@ -69,7 +69,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 			return Result{}, nil
 		}
 	}
-	goal := ev.Kind != EventAction && (ev.Kind != EventCommand || ev.Command == CommandStart)
+	cmd, isCmd := b.readCommand(ev)
+	goal := (!isCmd || cmd.verb == verbRun) && ev.Kind != EventAction && (ev.Kind != EventCommand || ev.Command == CommandStart)
 	if goal && len(ev.Text) > b.cfg.MaxGoalBytes {
 		// Refused before it is claimed or stored: a 20 MB message would otherwise be kept in
 		// the run, the thread's history and every prompt. Nothing is claimed, so a retry
@@ -89,6 +90,8 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 	var res Result
 	var err error
 	switch {
+	case isCmd:
+		res, err = b.command(ctx, ev, cmd)
 	case ev.Kind == EventAction:
 		res, err = b.click(ctx, ev)
 	case ev.Kind == EventCommand && ev.Command == CommandStatus:
@@ -116,16 +119,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 // the thread it starts one, which sees the thread's history; a reply to a run that waits for
 // input is its answer; anything else waits in the thread's queue.
 func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
-	claim := func(tx Tx) error {
-		first, err := tx.ClaimEvent(ev.ID, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
-		switch {
-		case err != nil:
-			return err
-		case !first:
-			return errDuplicate
-		}
-		return nil
-	}
+	claim := func(tx Tx) error { return b.claimIn(tx, ev.ID) }
 	text := strings.TrimSpace(ev.Text)
 	var notice string
 	switch {
@@ -196,6 +190,19 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
 	}
 	return res, err
+}
+
+// claimIn claims the delivery id inside tx, so the claim commits with what tx does about
+// it; errDuplicate rolls back a delivery that was claimed before.
+func (b *Bot) claimIn(tx Tx, id string) error {
+	first, err := tx.ClaimEvent(id, b.clock.Now(), time.Duration(b.cfg.DedupeTTL))
+	switch {
+	case err != nil:
+		return err
+	case !first:
+		return errDuplicate
+	}
+	return nil
 }
 
 // hasConversation reports whether the bot has a conversation in thread. Conversations are
@@ -369,6 +376,10 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
 		return b.resume(ctx, ev.User, ev.Thread, act)
+	case ActionForget:
+		return b.forget(ctx, ev.User, ev.Thread, act)
+	case ActionSavePlaybook:
+		return b.savePlaybook(ctx, ev.User, ev.Thread, act)
 	}
 	b.log.Error("stored action of unknown kind", "action", act.ID, "kind", act.Kind)
 	return Result{Notice: noticeInvalid}, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,6 +271,10 @@ type harness struct {
 	tools []agent.Tool
 	// others are platforms the bot has besides plat.
 	others []bot.Platform
+	// storeTools, if set, makes tools over the store each open opens (the remember tool).
+	storeTools func(s bot.Store, cfg bot.Config) []agent.Tool
+	// sanity, if set, is the agent's sanity model.
+	sanity *model
 	clock  *clock
 	bot    *bot.Bot
 	evs    int
@@ -303,7 +308,15 @@ func (h *harness) open() {
 	if h.llm != nil {
 		m = h.llm
 	}
-	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, h.tools)
+	tools := h.tools
+	if h.storeTools != nil {
+		tools = append(slices.Clone(tools), h.storeTools(db, h.cfg)...)
+	}
+	var opts []agent.Option
+	if h.sanity != nil {
+		opts = append(opts, agent.WithSanity(h.sanity.client))
+	}
+	ag, err := agent.New(agent.Config{MaxSteps: 400, NoProgressSteps: noProgressOff}, m, tools, opts...)
 	if err != nil {
 		h.t.Fatalf("new agent: %v", err)
 	}

@@ -35,6 +35,8 @@ type records struct {
 	expiry time.Duration // how long an approval request waits
 	log    *slog.Logger
 	level  agent.Level // the autonomy level of channels nobody set one for
+	// savePlaybooks gives a completed run's answer a Save as playbook button.
+	savePlaybooks bool
 }
 
 // deriveStatus sets the record's status from its state's. It is the only place that does:
@@ -142,6 +144,9 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 		return nil, err
 	}
 	rec.State.Autonomy = level
+	if rec.State.Pinned, err = pinnedFacts(tx, conv.Thread); err != nil {
+		return nil, fmt.Errorf("load the channel's memory: %w", err)
+	}
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {
 		return nil, err
@@ -213,6 +218,9 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 	if err := r.dropTakenNotes(tx, rec); err != nil {
 		return err
 	}
+	if err := r.postReviews(tx, rec); err != nil {
+		return err
+	}
 	return r.transition(tx, rec, prev)
 }
 
@@ -258,7 +266,7 @@ func notes(tx Tx, thread ThreadRef, id string, after int) ([]agent.Note, error) 
 	var out []agent.Note
 	for _, n := range conv.Notes {
 		if n.RunID == id && n.Seq > after {
-			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text})
+			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text, Sanity: n.Sanity})
 		}
 	}
 	return out, nil
@@ -332,6 +340,12 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 		items = append(items, questionItem(rec.ID, r.newID(), text))
 	case rec.Status == agent.StatusCompleted:
+		if r.savePlaybooks {
+			rec.SaveAction = r.newID()
+			if err := tx.PutAction(&Action{ID: rec.SaveAction, Kind: ActionSavePlaybook, RunID: rec.ID}); err != nil {
+				return err
+			}
+		}
 		items = append(items, answerItem(rec.ID))
 	case rec.Status.Terminal():
 		items = append(items, failureItem(rec.ID))

@@ -19,8 +19,11 @@ const maxArgsShown = 2800
 // that waited shows the latest state. It reads the store only through tx and does no I/O of
 // its own, so it can run again inside a transaction to see whether what was sent is current.
 func render(tx Tx, it OutboxItem) (Message, error) {
-	if it.Kind == OutboxNotice {
+	switch it.Kind {
+	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxMemory:
+		return memoryMessage(tx, it)
 	}
 	// No message shows the conversation with the model, the bulk of a long run.
 	rec, err := tx.RunBrief(it.RunID)
@@ -38,7 +41,11 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		return Message{Kind: KindAnswer, Text: st.Answer}, nil
+		m := Message{Kind: KindAnswer, Text: st.Answer}
+		if rec.SaveAction != "" {
+			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
+		}
+		return m, nil
 	case OutboxFailure:
 		return failureMessage(st), nil
 	case OutboxQuestion:

@@ -79,6 +79,14 @@ type Tx interface {
 	// Audit lists the audit entries of one run, or all when runID is empty, oldest first.
 	Audit(runID string) ([]AuditEntry, error)
 
+	// Memory lists the facts kept for a channel (ChannelKey), oldest first; MemoryFact
+	// returns one; PutMemory stores one under its channel and ID; DeleteMemory forgets one
+	// (a missing one is not an error).
+	Memory(channel string) ([]*MemoryFact, error)
+	MemoryFact(channel, id string) (*MemoryFact, error)
+	PutMemory(f *MemoryFact) error
+	DeleteMemory(channel, id string) error
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error
@@ -104,11 +112,17 @@ type RunRecord struct {
 	Card MessageRef `json:"card,omitzero"`
 	// CancelAction is the opaque ID of the card's Cancel button; ContinueAction and
 	// StopAction those of a paused run's Continue and Stop buttons.
-	CancelAction   string    `json:"cancel_action,omitempty"`
-	ContinueAction string    `json:"continue_action,omitempty"`
-	StopAction     string    `json:"stop_action,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	CancelAction   string `json:"cancel_action,omitempty"`
+	ContinueAction string `json:"continue_action,omitempty"`
+	StopAction     string `json:"stop_action,omitempty"`
+	// SaveAction is the opaque ID of a completed run's Save as playbook button.
+	SaveAction string `json:"save_action,omitempty"`
+	// ReviewsPosted counts the state's sanity reviews already posted to the thread.
+	ReviewsPosted int `json:"reviews_posted,omitempty"`
+	// Playbook is the playbook the run was started from, if any.
+	Playbook  string    `json:"playbook,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Conversation is a thread as the bot knows it: its runs in order, the active one, and the
@@ -131,6 +145,8 @@ type RunNote struct {
 	From  string    `json:"from"`
 	Text  string    `json:"text"`
 	At    time.Time `json:"at"`
+	// Sanity asks the run for a sanity check instead of saying Text to the model.
+	Sanity bool `json:"sanity,omitempty"`
 }
 
 // QueuedGoal is a goal that arrived while the thread's run was busy.
@@ -185,6 +201,10 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionSavePlaybook saves a completed run as a draft playbook.
+	ActionSavePlaybook ActionKind = "save_playbook"
+	// ActionForget forgets one fact of a channel's memory.
+	ActionForget ActionKind = "forget"
 )
 
 // Action is what an opaque button ID stands for.
@@ -193,6 +213,14 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// Channel and Fact name the memory fact of a Forget button; Listing is the outbox key of
+	// the memory list it is on, Siblings the IDs of all that list's buttons, and Card the
+	// list once posted, so that a Forget edits the list in place.
+	Channel  string     `json:"channel,omitempty"`
+	Fact     string     `json:"fact,omitempty"`
+	Listing  string     `json:"listing,omitempty"`
+	Siblings []string   `json:"siblings,omitempty"`
+	Card     MessageRef `json:"card,omitzero"`
 }
 
 // AuditEntry records a decision: who, what, when, and the hash of the arguments decided on.
@@ -220,6 +248,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxMemory       OutboxKind = "memory"        // post a channel's memory with Forget buttons
 )
 
 // OutboxItem is a record of something to post, written in the same transaction as the state
@@ -231,6 +260,8 @@ type OutboxItem struct {
 	ApprovalID string     `json:"approval_id,omitempty"`
 	Thread     ThreadRef  `json:"thread"`
 	Text       string     `json:"text,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	Attempts   int        `json:"attempts,omitempty"`
+	// Actions are the opaque IDs of the buttons a memory listing shows, one a fact.
+	Actions   []string  `json:"actions,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Attempts  int       `json:"attempts,omitempty"`
 }

@@ -55,11 +55,12 @@ var (
 	bucketOutbox        = []byte("outbox")
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
+	bucketMemory        = []byte("memory")     // channel + NUL + fact ID -> bot.MemoryFact
 	bucketAutonomy      = []byte("channel_autonomy")
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketAutonomy,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

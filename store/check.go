@@ -113,6 +113,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketAudit):         decodes[bot.AuditEntry],
 	string(bucketOutbox):        decodes[bot.OutboxItem],
 	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
+	string(bucketMemory):        decodes[bot.MemoryFact],
 }
 
 func decodes[T any](data []byte, what string) error {

@@ -35,6 +35,7 @@ var quarantinable = map[string]bool{
 	string(bucketAudit):         true,
 	string(bucketOutbox):        true,
 	string(bucketAutonomy):      true,
+	string(bucketMemory):        true,
 }
 
 // Quarantined is a record moved aside because it did not decode.

@@ -109,6 +109,14 @@ func decodeInteraction(raw []byte) (*interaction, error) {
 					}
 				}
 			}
+			if strings.EqualFold(ev.Text, "playbooks") {
+				// The playbook list is the caller's alone: answered privately, with no
+				// thread opened for it (the channel stands for itself, as for status).
+				in.private = true
+				if ev.Thread.Thread == "" {
+					ev.Thread.Thread = it.ChannelID
+				}
+			}
 			// In a DM there are no threads; elsewhere the run gets a thread of its own.
 			if !inThread && it.GuildID == "" {
 				ev.Thread.Thread = it.ChannelID

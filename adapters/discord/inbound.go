@@ -147,7 +147,7 @@ func (a *Adapter) afterAck(ctx context.Context, h bot.Handler, in *interaction) 
 // was said before it: /loopbot with a goal in a server's channel, or in a thread the bot did
 // not start (in the bot's own threads, the runs already there are the context).
 func wantsHistory(in *interaction, botID string) bool {
-	return in.ev.Command == bot.CommandStart && in.ev.Text != "" && in.it.GuildID != "" &&
+	return in.ev.Command == bot.CommandStart && in.ev.Text != "" && in.it.GuildID != "" && !in.private &&
 		(in.threadOwner == "" || in.threadOwner != botID)
 }
 

@@ -76,7 +76,14 @@ var renderCases = []struct {
 		Footer:  "Reply in this thread with instructions, or choose:",
 		Buttons: []bot.Button{{ID: "contid", Label: "Continue", Style: bot.StylePrimary}, {ID: "stopid", Label: "Stop", Style: bot.StyleDanger}},
 	}},
-	{"notice", bot.Message{Kind: bot.KindNotice, Text: "Your goal is queued behind the current run."}},
+	{"notice", bot.Message{Kind: bot.KindNotice, Text: "Your goal is queued behind the current run."}}, {"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",
+		Buttons: []bot.Button{{ID: "act-save-1", Label: "Save as playbook"}}}},
+	{"memory", bot.Message{
+		Kind: bot.KindNotice, Title: "Remembered for this channel",
+		Text:    "1. the staging database is db-stage-2 (ann, 2026-11-27)\n2. deploys happen on tuesdays (bob, 2026-11-27)",
+		Buttons: []bot.Button{{ID: "act-forget-1", Label: "Forget 1", Style: bot.StyleDanger}, {ID: "act-forget-2", Label: "Forget 2", Style: bot.StyleDanger}},
+		Footer:  "Runs in this channel are given these facts. Forget removes one.",
+	}},
 }
 
 func TestRenderGolden(t *testing.T) {

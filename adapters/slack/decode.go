@@ -410,6 +410,12 @@ func decodeCommand(sc slashCommand, name string) (command, error) {
 	}
 	c.ev.Command = bot.CommandStart
 	c.ev.Text = text
+	if strings.EqualFold(text, "playbooks") {
+		// The list is an answer for the asker alone: no root message for it, and the
+		// channel stands for the thread, as nothing is posted there.
+		c.ev.Thread.Thread = sc.ChannelID
+		return c, nil
+	}
 	c.goal = text
 	return c, nil
 }

@@ -169,6 +169,8 @@ func TestDecodeCommand(t *testing.T) {
 		reply                                bool
 	}{
 		{text: "fix the build", command: bot.CommandStart, goal: "fix the build"},
+		// The playbook list is the asker's alone: no root message for it.
+		{text: "playbooks", command: bot.CommandStart, thread: "C1"},
 		{text: "status 1700000000.000100", command: bot.CommandStatus, thread: "1700000000.000100"},
 		{text: "Cancel <https://acme.slack.com/archives/C1/p1700000009000200?thread_ts=1700000000.000100&cid=C1>", command: bot.CommandCancel, thread: "1700000000.000100"},
 		{text: "status https://acme.slack.com/archives/C1/p1700000000000100", command: bot.CommandStatus, thread: "1700000000.000100"},

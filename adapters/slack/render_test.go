@@ -78,6 +78,14 @@ var goldenMessages = map[string]bot.Message{
 			{ID: "stop0000000000000000000000000000", Label: "Stop", Style: bot.StyleDanger},
 		},
 	},
+	"answer_save": {Kind: bot.KindAnswer, Text: "There are *3* open issues.",
+		Buttons: []bot.Button{{ID: "act-save-1", Label: "Save as playbook"}}},
+	"memory": {
+		Kind: bot.KindNotice, Title: "Remembered for this channel",
+		Text:    "1. the staging database is db-stage-2 (ann, 2026-11-27)\n2. deploys happen on tuesdays (bob, 2026-11-27)",
+		Buttons: []bot.Button{{ID: "act-forget-1", Label: "Forget 1", Style: bot.StyleDanger}, {ID: "act-forget-2", Label: "Forget 2", Style: bot.StyleDanger}},
+		Footer:  "Runs in this channel are given these facts. Forget removes one.",
+	},
 	"notice": {
 		Kind: bot.KindNotice,
 		Text: "Queued ann's request; it starts when the current run in this thread ends (1 waiting).",

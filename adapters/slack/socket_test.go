@@ -241,6 +241,20 @@ func TestSocketSlashCommand(t *testing.T) {
 		t.Errorf("response_url body %s", c.Values.Get("body"))
 	}
 
+	// The playbook list is the asker's alone: no root message, the channel for the thread.
+	before := len(f.Calls())
+	f.send("slash_commands", "env-playbooks", cmd("trig-p", "C1", "playbooks"))
+	f.nextAck()
+	if ev := rec.next(t); ev.Command != bot.CommandStart || ev.Text != "playbooks" || ev.Thread.Thread != "C1" {
+		t.Errorf("playbooks event %+v, want the channel as its thread", ev)
+	}
+	f.nextCall("response_url")
+	for _, c := range f.Calls()[before:] {
+		if c.Method == "chat.postMessage" {
+			t.Errorf("/loopbot playbooks posted %v", c.Values)
+		}
+	}
+
 	// From a member of another organisation in a Slack Connect channel: the command's
 	// team_id is theirs, the thread is still named by the app's team.
 	status := cmd("trig-t", "C1", "status https://acme.slack.com/archives/C1/p1700000000000100")

@@ -103,6 +103,14 @@ func TestRenderMessageGolden(t *testing.T) {
 			Footer: "Continue: chosen by you at 10:04 UTC.",
 		}},
 		{"notice", bot.Message{Kind: bot.KindNotice, Text: "Queued bob's request; it starts when the current run in this thread ends (1 waiting)."}},
+		{"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",
+			Buttons: []bot.Button{{ID: "act-save-1", Label: "Save as playbook"}}}},
+		{"memory", bot.Message{
+			Kind: bot.KindNotice, Title: "Remembered for this channel",
+			Text:    "1. the staging database is db-stage-2 (ann, 2026-11-27)\n2. deploys happen on tuesdays (bob, 2026-11-27)",
+			Buttons: []bot.Button{{ID: "act-forget-1", Label: "Forget 1", Style: bot.StyleDanger}, {ID: "act-forget-2", Label: "Forget 2", Style: bot.StyleDanger}},
+			Footer:  "Runs in this channel are given these facts. Forget removes one.",
+		}},
 		{"unknown_kind", bot.Message{Kind: "\"><script>", Text: "shown as a notice"}},
 		{"hostile", bot.Message{
 			Kind: bot.KindApproval, Title: xss, Text: xss + "\n\n[x](javascript:alert(1))",

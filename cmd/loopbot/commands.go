@@ -73,7 +73,10 @@ func (m *Main) check(ctx context.Context) error {
 	for tool, r := range cfg.Agent.RiskFloor {
 		floors[tool] = r.String()
 	}
+	fmt.Fprintln(tw, "  remember\tconfirm\tbot\tpropose a fact for the channel's memory (always asks)")
+	names := []string{"update_plan", "ask_user", bot.RememberName}
 	for _, t := range set.List() {
+		names = append(names, t.Name)
 		risk := t.Risk.String()
 		if f, ok := floors[t.Name]; ok {
 			risk += " (at least " + f + ")"
@@ -84,6 +87,13 @@ func (m *Main) check(ctx context.Context) error {
 		return err
 	}
 	writeShellWarnings(m.Stdout, shellProblems(cfg.Tools.Shell))
+	if dir := cfg.Bot.Playbooks.Dir; dir != "" {
+		pbs, errs := bot.LoadPlaybooks(dir, names)
+		fmt.Fprintf(m.Stdout, "\nplaybooks in %s:\n%s\n", dir, bot.PlaybookList(pbs, errs))
+		if len(errs) > 0 {
+			return fmt.Errorf("%d invalid playbook(s) in %s", len(errs), dir)
+		}
+	}
 	if cfg.Discord.ApplicationID != "" {
 		fmt.Fprintf(m.Stdout, "discord invite URL: %s\n", discord.InviteURL(cfg.Discord.ApplicationID))
 	}

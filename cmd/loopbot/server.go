@@ -85,7 +85,10 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.sanity != nil {
 		opts = append(opts, agent.WithSanity(models.sanity))
 	}
-	ag, err := agent.New(acfg, models.executor, met.tools(s.tools.Tools()), opts...)
+	// The remember tool writes the channel memory in the bot's store; every call of it
+	// needs an approval.
+	all := append(s.tools.Tools(), bot.NewRememberTool(s.db, bcfg))
+	ag, err := agent.New(acfg, models.executor, met.tools(all), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
+		{"Memory", testMemory},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
