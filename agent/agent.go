@@ -23,6 +23,9 @@ type Hooks struct {
 	// Steer returns what people said to the run in its thread after note number after
 	// (steer.go); nil means nobody can steer.
 	Steer func(ctx context.Context, after int) ([]Note, error)
+	// Ask puts a tool's question to the run's thread and waits for the answer (ask.go); nil
+	// means tools cannot ask, and Ask returns ErrNoAsk.
+	Ask func(ctx context.Context, runID, callID string, q Question) (Answer, error)
 	// Grants returns the grants of the run's channel (grant.go), read at most once a step,
 	// when a call would wait for approval; nil means the channel has none.
 	Grants func(ctx context.Context) ([]Grant, error)
@@ -164,8 +167,8 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) error {
 	st := r.st
-	start := st.Recover
-	if st.Status == StatusQueued {
+	start, queued := st.Recover, st.Status == StatusQueued
+	if queued {
 		start = st.Start
 	}
 	if err := start(r.a.now()); err != nil {
@@ -175,6 +178,13 @@ func (r *runner) run(ctx context.Context) error {
 		st.Nonce = newNonce()
 	}
 	r.emit(Event{Kind: EventResumed})
+	// A run that starts says so before its first model call, which may take a while of
+	// retries: otherwise the thread shows it queued all that time.
+	if queued {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 
 	remaining := time.Duration(r.a.cfg.MaxWall) - st.Active
 	if remaining <= 0 {
@@ -419,7 +429,7 @@ func (r *runner) assess(tc ToolCall, grants func() []Grant) CallRecord {
 	as := reg.tool.Assess(rawArgs(tc.Arguments))
 	if floor, ok := r.a.cfg.RiskFloor[tc.Name]; ok && floor > as.Risk {
 		as.Risk = floor
-		as.Reason = strings.TrimSpace(as.Reason + " (raised to " + floor.String() + " by config)")
+		as.Reason = strings.TrimSpace(as.Reason + " (" + r.a.cfg.floorReason(tc.Name, floor) + ")")
 	}
 	if as.Risk < RiskSafe || as.Risk > RiskDangerous {
 		as.Risk = RiskConfirm
@@ -455,6 +465,8 @@ func (r *runner) finishStep(ctx, wctx context.Context) error {
 	st := r.st
 	if pending := st.PendingApprovals(); len(pending) > 0 {
 		if st.Status != StatusAwaitingApproval {
+			r.preview(ctx)
+			pending = st.PendingApprovals()
 			for i := range pending {
 				r.emit(Event{Kind: EventApprovalRequested, Call: &pending[i]})
 			}
@@ -691,7 +703,7 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 
 func (r *runner) tooManyFailures(ctx context.Context) error {
 	st := r.st
-	reason := fmt.Sprintf("%d tool calls failed in a row.", st.ConsecutiveFailures)
+	reason := count(st.ConsecutiveFailures, "tool call") + " failed in a row."
 	if r.a.cfg.FailureHandling == FailureAbort {
 		return r.fail(ctx, reason+"\n"+st.Summary())
 	}

@@ -286,13 +286,15 @@ func TestConsecutiveFailures(t *testing.T) {
 			r.advance()
 			if handling == agent.FailureAbort {
 				r.wantStatus(agent.StatusFailed)
-				if !strings.Contains(r.st.Error, "3 tool calls failed in a row") || !strings.Contains(r.st.Error, "3 failed") {
+				// The summary names the tool and its error, not only a count.
+				if !strings.Contains(r.st.Error, "3 tool calls failed in a row") || !strings.Contains(r.st.Error, "3 failed") ||
+					!strings.Contains(r.st.Error, "Last failure: bad: disk full") {
 					t.Errorf("error = %q", r.st.Error)
 				}
 				return
 			}
 			r.wantStatus(agent.StatusAwaitingInput)
-			if r.st.Pause.Kind != agent.PauseFailures {
+			if r.st.Pause.Kind != agent.PauseFailures || !strings.Contains(r.st.Pause.Reason, "Last failure: bad: disk full") {
 				t.Fatalf("pause = %+v", r.st.Pause)
 			}
 			if err := r.st.Respond("try the other disk", "U1"); err != nil {
@@ -429,6 +431,27 @@ func TestRiskPolicy(t *testing.T) {
 			r.advance()
 			if got := r.st.Status == agent.StatusAwaitingApproval; got != tt.wantWait {
 				t.Errorf("awaiting approval = %v, want %v", got, tt.wantWait)
+			}
+		})
+	}
+	// A raised call says what raised it: the config file's table by default, or the reason
+	// the command that set the floor gave.
+	for _, tt := range []struct {
+		name string
+		why  map[string]string
+		want string
+	}{
+		{"the config file", nil, "(raised to confirm by t in [agent.risk] of the config file)"},
+		{"a stated reason", map[string]string{"t": "demo mode asks"}, "(raised to confirm: demo mode asks)"},
+	} {
+		t.Run("reason names "+tt.name, func(t *testing.T) {
+			tool := &fakeTool{name: "t", risk: agent.RiskSafe}
+			llm := newLLM(t, calls(call("t", `{}`)), text("done"))
+			cfg := agent.Config{RiskFloor: map[string]agent.Risk{"t": agent.RiskConfirm}, RiskFloorReason: tt.why}
+			r := newRun(t, newAgent(t, llm.model, cfg, []agent.Tool{tool}), "x")
+			r.advance()
+			if p := r.st.PendingApprovals(); len(p) != 1 || !strings.HasSuffix(p[0].RiskReason, tt.want) {
+				t.Errorf("pending %+v, want a reason ending %q", p, tt.want)
 			}
 		})
 	}
@@ -589,13 +612,14 @@ func TestCheckpointsPerStep(t *testing.T) {
 		idempotent bool
 		want       int
 	}{
-		// Three steps of one call each, then the answer: a save after each step's results
-		// and one when the run completes.
-		{name: "idempotent", idempotent: true, want: 4},
+		// Three steps of one call each, then the answer: a save as the run starts (so the
+		// thread shows it working during the first model call), one after each step's
+		// results and one when the run completes.
+		{name: "idempotent", idempotent: true, want: 1 + 3 + 1},
 		// Each step is saved four times: the model's request, the call's intent before it
 		// runs, its result as soon as it returns (the step's save may wait on a sanity
 		// check), and the step's own save.
-		{name: "with effects", idempotent: false, want: 3*4 + 1},
+		{name: "with effects", idempotent: false, want: 1 + 3*4 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tool := &fakeTool{name: "touch", risk: agent.RiskSafe, idempotent: tc.idempotent}

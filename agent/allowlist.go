@@ -41,8 +41,10 @@ func (a *Agent) ToolNames() []string { return a.toolNames() }
 
 // ceiling is l, or the run's playbook level when that asks more (State.PlaybookLevel): a
 // playbook may make its runs more careful than their channel, never bolder.
-func (r *runner) ceiling(l Level) Level {
-	c := r.st.PlaybookLevel
+func (r *runner) ceiling(l Level) Level { return capLevel(l, r.st.PlaybookLevel) }
+
+// capLevel is l, or c when c is a level that asks more.
+func capLevel(l, c Level) Level {
 	if validLevel(c) && slices.Index(Levels, c) < slices.Index(Levels, l) {
 		return c
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -27,6 +28,11 @@ func decodeArgs(raw string) (map[string]any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// Said in words: the decoder's "unexpected EOF" reads, to a model and to a
+			// person looking at the call, like a broken connection.
+			return nil, errors.New("the JSON ends before the object is closed")
+		}
 		return nil, err
 	}
 	if dec.More() {

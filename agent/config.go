@@ -84,6 +84,10 @@ type Config struct {
 	LowMomentum int `toml:"low_momentum"`
 	// RiskFloor raises the risk of every call of a tool to at least this level.
 	RiskFloor map[string]Risk `toml:"risk"`
+	// RiskFloorReason says, per tool, what set its RiskFloor when that is not the config
+	// file (demo mode), so an approval card names what raised the call and not a config
+	// the person never wrote.
+	RiskFloorReason map[string]string `toml:"-"`
 
 	// MaxArgBytes bounds the arguments of one tool call as the model sends them; a longer
 	// call is refused before it is stored.

@@ -448,6 +448,13 @@ func (r *runner) runRound(ctx, wctx context.Context, round []*PlanStep) error {
 	start := func(k int) {
 		s, sub := round[k], live[k]
 		h := Hooks{Checkpoint: sh.checkpoint(s.ID), Observer: ObserverFunc(sh.observe), Autonomy: r.h.Autonomy, Grants: r.h.Grants}
+		if ask := r.h.Ask; ask != nil {
+			// A tool's question to a person (ask.go) is the run's: the bot knows the run, and
+			// finds the executor's call through it.
+			h.Ask = func(ctx context.Context, _, callID string, q Question) (Answer, error) {
+				return ask(ctx, st.RunID, callID, q)
+			}
+		}
 		if len(round) == 1 && r.answers(s) {
 			// The one executor at work writes what will be the run's answer: it may be
 			// shown as it is written.

@@ -29,6 +29,9 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	defer cancel()
 	sink := &usageSink{}
 	tctx = context.WithValue(tctx, usageKey{}, sink)
+	if r.h.Ask != nil {
+		tctx = WithAsk(tctx, r.st.RunID, c.ID, r.h.Ask)
+	}
 
 	w := &watch{done: make(chan callResult, 1)}
 	go func() {

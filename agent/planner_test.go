@@ -853,3 +853,29 @@ func TestPlanSanityOnDemand(t *testing.T) {
 		t.Error("the executor was not given the reviewer's note")
 	}
 }
+
+// A tool an executor calls may ask the person (ask.go): the question goes out as the run's,
+// naming the executor's call, which the run finds.
+func TestPlanToolAsksThePerson(t *testing.T) {
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "configure", agent.ScopeReadOnly)), accept()},
+		map[string][]step{"s1": {calls(call("setup", `{"q":"x"}`)), text("configured")}})
+	setup := &fakeTool{name: "setup", readOnly: true, idempotent: true, fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
+		a, err := agent.Ask(ctx, agent.Question{From: "setup", Text: "Which region?"})
+		return "region " + a.Text, err
+	}}
+	r := newRun(t, c.agent(agent.Config{}, setup), "configure it")
+	h := r.hooks()
+	var gotRun, gotCall string
+	h.Ask = func(_ context.Context, runID, callID string, q agent.Question) (agent.Answer, error) {
+		gotRun, gotCall = runID, callID
+		return agent.Answer{Kind: agent.AnswerGiven, Text: "eu", By: "ann"}, nil
+	}
+	if err := r.ag.Run(context.Background(), r.st, h); err != nil {
+		t.Fatal(err)
+	}
+	r.wantStatus(agent.StatusCompleted)
+	if gotRun != r.st.RunID || r.st.Call(gotCall) == nil || r.st.Call(gotCall).Output != "region eu" {
+		t.Fatalf("asked as run %q about call %q: want the run's ID and a call it finds", gotRun, gotCall)
+	}
+}

@@ -135,6 +135,9 @@ type CallRecord struct {
 	// FlowHeld marks a call the data-flow guard holds: no grant covers it, so its card
 	// offers none.
 	FlowHeld bool `json:"flow_held,omitempty"`
+	// Preview is what the tool says the call would change (Previewer), taken when the
+	// call came to need approval, for the approval card.
+	Preview string `json:"preview,omitempty"`
 }
 
 // PauseKind says why a run waits for a person.
@@ -502,8 +505,11 @@ func (st *State) Summary() string {
 	for _, c := range st.Calls {
 		counts[c.Status]++
 	}
-	fmt.Fprintf(&b, "%d steps, %d tool calls (%d succeeded, %d failed, %d rejected).",
-		st.Step, len(st.Calls), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	fmt.Fprintf(&b, "%s, %s (%d succeeded, %d failed, %d rejected).",
+		count(st.Step, "step"), count(len(st.Calls), "tool call"), counts[CallSucceeded], counts[CallFailed]+counts[CallInvalid]+counts[CallUnknown], counts[CallRejected])
+	if f := st.lastFailure(); f != "" {
+		b.WriteString("\n" + f)
+	}
 	return b.String()
 }
 

@@ -176,7 +176,7 @@ func TestDecodeArgs(t *testing.T) {
 		{`[1,2]`, "want an object"},
 		{`"x"`, "want an object"},
 		{`null`, "want an object"},
-		{`{"a":`, "unexpected EOF"},
+		{`{"a":`, "the JSON ends before the object is closed"},
 		{`{} {}`, "extra data"},
 		{`not json`, "invalid character"},
 	}

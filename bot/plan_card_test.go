@@ -46,6 +46,13 @@ func TestStatusCardOfAPlannedRun(t *testing.T) {
 			}
 		})
 	}
+	// The card's steps are the executors' calls, the planner's questions left out.
+	sub := agent.NewState("r1/s1.1", "pick", nil, time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))
+	sub.Calls = []agent.CallRecord{{ID: "s1.1.a", Name: "ask_planner", Status: agent.CallSucceeded}, {ID: "s1.1.b", Name: "list_files", Status: agent.CallSucceeded}}
+	st.Planning.Steps = []agent.PlanStep{{ID: "s1", Description: "pick", Scope: agent.ScopeReadOnly, Status: agent.PlanDone, Sub: sub}}
+	if m := statusCard(&RunRecord{ID: "r1", Status: agent.StatusRunning, State: st}); len(m.Steps) != 1 || m.Steps[0].Tool != "list_files" {
+		t.Errorf("card steps = %+v, want the executor's list_files", m.Steps)
+	}
 	st.Planning = nil
 	if m := statusCard(&RunRecord{ID: "r1", Status: agent.StatusRunning, State: st}); len(m.Fields) != 0 {
 		t.Errorf("an unplanned run's card has fields %+v", m.Fields)

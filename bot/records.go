@@ -350,6 +350,9 @@ func (r *records) transition(tx Tx, rec *RunRecord, prev agent.Status) error {
 		}
 		items = append(items, questionItem(rec.ID, r.newID(), text))
 	case rec.Status == agent.StatusCompleted:
+		if err := r.offerFeedback(tx, rec); err != nil {
+			return err
+		}
 		if r.savePlaybooks {
 			rec.SaveAction = r.newID()
 			if err := tx.PutAction(&Action{ID: rec.SaveAction, Kind: ActionSavePlaybook, RunID: rec.ID}); err != nil {

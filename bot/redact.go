@@ -232,5 +232,14 @@ func (r *Redactor) message(m Message) Message {
 		m.Buttons[i].Label = r.Redact(m.Buttons[i].Label)
 		m.Buttons[i].Confirm = r.Redact(m.Buttons[i].Confirm)
 	}
+	m.Steps = slices.Clone(m.Steps)
+	for i := range m.Steps {
+		m.Steps[i].Args = r.Redact(m.Steps[i].Args)
+		m.Steps[i].Result = r.Redact(m.Steps[i].Result)
+	}
+	m.Files = slices.Clone(m.Files)
+	for i := range m.Files {
+		m.Files[i] = r.Redact(m.Files[i])
+	}
 	return m
 }

@@ -22,6 +22,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 	switch it.Kind {
 	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxAsk:
+		return askMessage(tx, it)
 	case OutboxGrants:
 		gs, err := tx.Grants(it.Text)
 		if err != nil {
@@ -47,9 +49,10 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		}
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
-		m := Message{Kind: KindAnswer, Text: st.Answer}
+		m := answerMessage(st)
+		m.Buttons = feedbackButtons(rec)
 		if rec.SaveAction != "" {
-			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
+			m.Buttons = append(m.Buttons, Button{ID: rec.SaveAction, Label: "Save as playbook"})
 		}
 		return m, nil
 	case OutboxFailure:
@@ -91,6 +94,17 @@ func statusCard(rec *RunRecord) Message {
 	if f, ok := plannerExchange(st.Planning); ok {
 		m.Fields = append(m.Fields, f)
 	}
+	// A queued run is its thread's active run, about to start (or waiting for a free
+	// slot): to the person who asked, it is at work already.
+	switch {
+	case rec.Status == agent.StatusRunning && rec.Asking != "":
+		// A tool of the run waits on a person's answer (ask.go): the run works on, but
+		// for the thread it waits.
+		m.Text = "Waiting for a reply: a question from " + clip(rec.Asking, 100)
+	case rec.Status == agent.StatusRunning || rec.Status == agent.StatusQueued:
+		m.Working, m.Activity = true, p.Current
+	}
+	m.Steps, m.EarlierSteps = runSteps(st)
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost) + autonomyFooter(st)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
 		m.Buttons = controlButtons(rec)
@@ -161,6 +175,11 @@ func approvalCard(ap *Approval, c *agent.CallRecord) Message {
 	if reason != "" {
 		m.Fields = append(m.Fields, Field{Name: "Why", Value: reason})
 	}
+	// What the call would change (write_file's diff of the file it replaces) comes last,
+	// so a platform that must drop fields to fit drops it before the risk.
+	if c != nil && c.Preview != "" {
+		m.Fields = append(m.Fields, Field{Name: "Changes", Value: c.Preview, Code: true})
+	}
 	m.Footer = "Run started by " + displayName(ap.Requester)
 	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 	switch ap.Status {
@@ -226,7 +245,7 @@ func failureMessage(st *agent.State) Message {
 		parts = append(parts, st.Summary())
 	}
 	m.Text = strings.TrimSpace(strings.Join(parts, "\n\n"))
-	return m
+	return withFiles(m, st)
 }
 
 // shortDuration writes d as people do: 30m rather than Go's 30m0s.

@@ -97,7 +97,7 @@ func checkTx(btx *bolt.Tx, fileSize int64) []error {
 		return problems
 	}
 	var problems []error
-	for _, check := range []func(*bolt.Tx) error{checkRunIndex, checkRunHeads, checkRunItems, checkEventIndex} {
+	for _, check := range []func(*bolt.Tx) error{checkRunIndex, checkRunHeads, checkRunItems, checkEventIndex, checkRunLeases} {
 		if err := check(btx); err != nil {
 			problems = append(problems, err)
 		}
@@ -112,6 +112,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketActions):       decodes[bot.Action],
 	string(bucketAudit):         decodes[bot.AuditEntry],
 	string(bucketOutbox):        decodes[bot.OutboxItem],
+	string(bucketFeedback):      decodes[bot.Feedback],
 	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
 	string(bucketGrants):        decodes[bot.ChannelGrant],
 	string(bucketMemory):        decodes[bot.MemoryFact],

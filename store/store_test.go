@@ -65,7 +65,8 @@ func TestConformance(t *testing.T) {
 		}
 		return openTest(t, db.Path())
 	}
-	storetest.Run(t, open, storetest.WithReopen(reopen))
+	storetest.Run(t, open, storetest.WithReopen(reopen), storetest.WithoutSecondHandle(
+		"bbolt's file lock admits one handle per file: one process owns the store, and a second Open fails with ErrLocked (TestOpenLockedInProcess)"))
 }
 
 func TestOpenLockedInProcess(t *testing.T) {
@@ -813,4 +814,9 @@ func BenchmarkCheckpointRead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCheckpoint is storetest.BenchCheckpoint on a bbolt file.
+func BenchmarkCheckpoint(b *testing.B) {
+	storetest.BenchCheckpoint(b, openTest(b, filepath.Join(b.TempDir(), "loopbot.db")))
 }

@@ -52,6 +52,17 @@ var renderCases = []struct {
 		Footer:  "Step 9 · 41s · 8120 tokens · $0.0162",
 		Buttons: []bot.Button{{ID: "cancelplan", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
 	}},
+	// A card's tool calls are one field.
+	{"status_steps", bot.Message{
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Steps: []bot.Step{
+			{ID: "c1", Tool: "list_files", Status: bot.StepDone, Duration: 12e6},
+			{ID: "c2", Tool: "shell", Status: bot.StepFailed, Duration: 2100e6},
+			{ID: "c3", Tool: "<@here>_*x*", Status: bot.StepWaiting},
+		},
+		EarlierSteps: 2,
+		Footer:       "step 5 · 14s",
+	}},
 	{"status", bot.Message{
 		Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue #12",
 		Plan: []bot.PlanLine{
@@ -74,12 +85,26 @@ var renderCases = []struct {
 			{ID: "rejectid", Label: "Reject", Style: bot.StyleDanger},
 		},
 	}},
+	// write_file replacing a file: the diff in a code block of its own.
+	{"approval_diff", bot.Message{
+		Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+		Fields: []bot.Field{
+			{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\nnew line\\n\"\n}", Code: true},
+			{Name: "Risk", Value: "confirm"},
+			{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old ```line```\n+new <@123> line", Code: true},
+		},
+		Buttons: []bot.Button{{ID: "approveid", Label: "Approve", Style: bot.StylePrimary}, {ID: "rejectid", Label: "Reject", Style: bot.StyleDanger}},
+	}},
 	{"approval_decided", bot.Message{
 		Kind: bot.KindApproval, Title: "shell: approved", Text: "Approved by Alice at 2026-03-01 12:00 UTC.",
 		Fields: []bot.Field{{Name: "Arguments", Value: `{"command":"ls"}`, Code: true}, {Name: "Risk", Value: "confirm"}},
 		Footer: "Requested by Alice's run",
 	}},
 	{"answer", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues. Ping <@123> or @here? No: <@&456> and @everyone stay quiet."}},
+	{"answer_rated", bot.Message{Kind: bot.KindAnswer, Text: "The answer is **42**.", Buttons: []bot.Button{
+		{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+		{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+	}}},
 	{"answer_split", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("Line of the answer, long enough to fill the message.\n", 50) + "\n```go\n" + strings.Repeat("fmt.Println(\"code\")\n", 60) + "```\n\nThe end."}},
 	{"answer_attached", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("A paragraph of the answer.\n\n", 400)}},
 	{"failure", bot.Message{Kind: bot.KindFailure, Title: "Run failed", Text: "The model kept failing.\n\nDone: listed issues. Not done: the summary."}},

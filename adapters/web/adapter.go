@@ -55,6 +55,9 @@ type Adapter struct {
 	hist      *history
 	histPath  string
 	histLimit int64
+	// workspace returns a run's workspace directory, for the view of the files it wrote
+	// (WithWorkspaces, files.go); nil serves none.
+	workspace func(runID string) string
 
 	mu      sync.Mutex
 	seq     uint64 // the last change's sequence number

@@ -82,6 +82,11 @@ func screenshots(t *testing.T) string {
 // shoot saves the tab's viewport as dir/name.png.
 func shoot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
+	// The page draws what changed at its next frames; a capture before them shows the
+	// page as it was.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
@@ -286,12 +291,26 @@ func checkWalk(t *testing.T, ctx context.Context, v pageView) {
 	if len(v.Messages) > 0 && !strings.Contains(v.Messages[0], "deploy the site") {
 		t.Errorf("the first message is %q, want the goal", v.Messages[0])
 	}
-	live, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages button[data-action]').length`))
+	// Only the answer's rating buttons stay live: people may rate, or change their rating,
+	// after the run ended.
+	live, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages button[data-action]:not([data-feedback])').length`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rating, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg-answer button[data-feedback]').length`)); err != nil || rating != 2 {
+		t.Errorf("%d rating buttons on the answer (err %v), want 2", rating, err)
+	}
 	if live != 0 {
 		t.Errorf("%d live buttons on a finished run's cards", live)
+	}
+	// The tool calls are steps of the status card, the failed one and the write, after a
+	// restart too.
+	steps, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#messages .msg-status details.step')].map(d => d.dataset.step + ' ' + d.className).join(', ')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "call_list step step-failed, call_write step step-done"; steps != want {
+		t.Errorf("the status card's steps are %q, want %q", steps, want)
 	}
 	file, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('#messages .msg-approval .arg-file') || {}).textContent || ''`))
 	if err != nil {

@@ -102,6 +102,7 @@ func (a *Adapter) HTTPHandler(h bot.Handler) http.Handler {
 	mux.HandleFunc("GET /api/threads/{id}", a.serveThread)
 	mux.HandleFunc("GET /api/events", a.serveEvents)
 	mux.HandleFunc("GET /api/me", a.serveMe)
+	mux.HandleFunc("GET /files/{run}/{path...}", a.serveFile)
 	post := func(f func(http.ResponseWriter, *http.Request, bot.Handler, []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if body, ok := readPost(w, r); ok {

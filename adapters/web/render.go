@@ -57,12 +57,15 @@ func renderMessage(m bot.Message) string {
 		}
 		b.WriteString("</ul>\n")
 	}
+	b.WriteString(renderSteps(m))
 	if len(m.Fields) > 0 {
 		b.WriteString(`<dl class="fields">` + "\n")
 		for _, f := range m.Fields {
 			b.WriteString("<dt>" + escapeText(f.Name) + "</dt>")
 			if args, ok := fileArgs(m, f); ok {
 				b.WriteString("<dd>" + args + "</dd>\n")
+			} else if diff, ok := diffField(m, f); ok {
+				b.WriteString("<dd>" + diff + "</dd>\n")
 			} else if f.Code {
 				b.WriteString("<dd><pre><code>" + escapeText(f.Value) + "</code></pre></dd>\n")
 			} else {
@@ -99,6 +102,10 @@ func renderMessage(m bot.Message) string {
 			if btn.Confirm != "" {
 				b.WriteString(` data-confirm="` + escapeText(btn.Confirm) + `"`)
 			}
+			if btn.Feedback != "" {
+				// A rating stays live after the run ended: people may change their mind.
+				b.WriteString(` data-feedback="` + escapeText(string(btn.Feedback)) + `"`)
+			}
 			if btn.Reason != "" {
 				b.WriteString(` data-reason="1"`)
 			}
@@ -106,7 +113,10 @@ func renderMessage(m bot.Message) string {
 		}
 		b.WriteString("</div>\n")
 	}
-	if m.Footer != "" && !lead {
+	if files := renderFiles(m); files != "" {
+		// The footer names the files in words; here they are links.
+		b.WriteString(files)
+	} else if m.Footer != "" && !lead {
 		b.WriteString(`<footer class="msg-footer">` + escapeText(m.Footer) + "</footer>\n")
 	}
 	b.WriteString("</article>\n")
@@ -129,30 +139,8 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	if m.Kind != bot.KindApproval || f.Name != "Arguments" || !f.Code {
 		return "", false
 	}
-	type arg struct {
-		name  string
-		value json.RawMessage
-	}
-	var args []arg
-	dec := json.NewDecoder(strings.NewReader(f.Value))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "", false
-		}
-		args = append(args, arg{tok.(string), v})
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return "", false
-	}
-	if _, err := dec.Token(); err == nil {
+	args, ok := text.Members(f.Value)
+	if !ok {
 		return "", false
 	}
 	// The one-line arguments (a path, say) come first, the texts after them.
@@ -161,19 +149,18 @@ func fileArgs(m bot.Message, f bot.Field) (string, bool) {
 	b.WriteString(`<div class="args">` + "\n")
 	for _, a := range args {
 		var s string
-		if json.Unmarshal(a.value, &s) == nil && strings.Contains(s, "\n") {
-			files.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span>` +
-				`<pre class="arg-file"><code>` + escapeText(s) + "</code></pre></div>\n")
+		if json.Unmarshal(a.Value, &s) == nil && strings.Contains(s, "\n") {
+			files.WriteString(textArg(m, a.Name, s))
 			continue
 		}
-		if json.Unmarshal(a.value, &s) != nil {
+		if json.Unmarshal(a.Value, &s) != nil {
 			var c bytes.Buffer
-			if json.Compact(&c, a.value) != nil {
+			if json.Compact(&c, a.Value) != nil {
 				return "", false
 			}
 			s = c.String()
 		}
-		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
+		b.WriteString(`<div class="arg"><span class="arg-name">` + escapeText(a.Name) + `</span> <code>` + escapeText(s) + "</code></div>\n")
 	}
 	b.WriteString(files.String() + "</div>")
 	return b.String(), files.Len() > 0

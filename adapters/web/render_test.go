@@ -82,6 +82,13 @@ func TestRenderMessageGolden(t *testing.T) {
 			Kind: bot.KindAnswer,
 			Text: "## Summary\n\nThere are **3** open issues:\n\n1. `#12` crash on start\n2. slow _search_\n3. see [the tracker](https://example.com/issues?state=open)\n\n```\ngo test ./...\n```",
 		}},
+		{"answer_rated", bot.Message{
+			Kind: bot.KindAnswer, Text: "The answer is **42**.",
+			Buttons: []bot.Button{
+				{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+				{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+			},
+		}},
 		{"failure", bot.Message{
 			Kind: bot.KindFailure, Title: "Run failed",
 			Text: "3 tool calls failed in a row.\n\nDone: listed the issues.\nNot done: the summary.",
@@ -105,6 +112,16 @@ func TestRenderMessageGolden(t *testing.T) {
 			},
 			Buttons: []bot.Button{{ID: "act-approve-2", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-2", Label: "Reject", Style: bot.StyleDanger}},
 		}},
+		// A write that replaces a file shows the diff, lines marked.
+		{"approval_diff", bot.Message{
+			Kind: bot.KindApproval, Title: "Approve write_file?", Text: "The run wants to call write_file.",
+			Fields: []bot.Field{
+				{Name: "Arguments", Value: "{\n  \"path\": \"report.md\",\n  \"content\": \"# Report\\n<b>new</b>\\n\"\n}", Code: true},
+				{Name: "Risk", Value: "confirm"},
+				{Name: "Changes", Value: "--- report.md (now)\n+++ report.md (after this call)\n@@ -1,2 +1,2 @@\n # Report\n-old <i>\n+<b>new</b>", Code: true},
+			},
+			Buttons: []bot.Button{{ID: "act-approve-3", Label: "Approve", Style: bot.StylePrimary}, {ID: "act-reject-3", Label: "Reject", Style: bot.StyleDanger}},
+		}},
 		// Cut arguments are no JSON object: they stay the code field they were.
 		{"approval_cut", bot.Message{
 			Kind: bot.KindApproval, Title: "Approve write_file?",
@@ -113,6 +130,23 @@ func TestRenderMessageGolden(t *testing.T) {
 		{"question_chosen", bot.Message{
 			Kind: bot.KindQuestion, Title: "The run needs you", Text: "The same call failed 3 times. Continue?",
 			Footer: "Continue: chosen by you at 10:04 UTC.",
+		}},
+		// Tool calls as collapsible steps, older ones counted.
+		{"status_steps", bot.Message{
+			Kind: bot.KindStatus, Title: "Look around", Text: "Working: write_file",
+			Steps: []bot.Step{
+				{ID: "call_1", Tool: "list_files", Args: "path: .", Result: "report.md 12 B\n<b>x</b>/", Status: bot.StepDone, Duration: 12 * time.Millisecond},
+				{ID: "call_2", Tool: "shell", Args: "command: make", Result: "exit status 2", Status: bot.StepFailed, Duration: 2100 * time.Millisecond},
+				{ID: "call_3", Tool: "write_file", Args: "path: r.md\ncontent:\n  # R", Status: bot.StepWaiting},
+				{ID: `x" onclick="y`, Tool: "<b>", Status: `done" onclick="alert(1)`},
+			},
+			EarlierSteps: 3,
+			Footer:       "Step 4 · 3s · 100 tokens · $0.0001",
+		}},
+		// The files a run wrote link to their view.
+		{"answer_files", bot.Message{
+			Kind: bot.KindAnswer, Text: "Done.", Footer: "Files written: report.md, a b/<x>.md",
+			Files: []string{"report.md", "a b/<x>.md"}, Workspace: "run-1",
 		}},
 		{"notice", bot.Message{Kind: bot.KindNotice, Text: "Queued bob's request; it starts when the current run in this thread ends (1 waiting)."}},
 		{"answer_save", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues.",

@@ -289,19 +289,9 @@ func (t *WriteFile) Call(ctx context.Context, inv agent.Invocation) (string, err
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("write_file: %w", err)
 	}
-	var args struct {
-		Path    string `json:"path"`
-		Content string `json:"content"`
-	}
-	if err := json.Unmarshal(inv.Args, &args); err != nil {
-		return "", fmt.Errorf("write_file arguments: %w", err)
-	}
-	p, err := workspacePath(args.Path)
+	args, p, err := decodeWrite(inv.Args)
 	if err != nil {
 		return "", err
-	}
-	if p == "." {
-		return "", errors.New("path names the workspace itself; give a file name")
 	}
 	limit := t.cfg.MaxWriteBytes
 	if limit <= 0 {
@@ -335,6 +325,27 @@ func (t *WriteFile) Call(ctx context.Context, inv agent.Invocation) (string, err
 		return "", fmt.Errorf("write %q: %w", args.Path, err)
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(args.Content), p), nil
+}
+
+// writeArgs are write_file's arguments.
+type writeArgs struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// decodeWrite decodes write_file's arguments and checks the path: p is it cleaned, inside
+// the workspace.
+func decodeWrite(raw json.RawMessage) (args writeArgs, p string, err error) {
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return args, "", fmt.Errorf("write_file arguments: %w", err)
+	}
+	if p, err = workspacePath(args.Path); err != nil {
+		return args, "", err
+	}
+	if p == "." {
+		return args, "", errors.New("path names the workspace itself; give a file name")
+	}
+	return args, p, nil
 }
 
 // writeAll replaces the open file's content, stopping between chunks once ctx is done.

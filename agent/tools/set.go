@@ -15,6 +15,7 @@ type Set struct {
 	builtin []agent.Tool
 	sources map[string]string
 	mcp     *Manager
+	ws      *Workspaces
 }
 
 // Listing is one tool as `loopbot check` shows it.
@@ -47,6 +48,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger, opts ...MCPOpti
 		if ws, err = NewWorkspaces(cfg.Workspace, cfg.Limits); err != nil {
 			return nil, fmt.Errorf("tools config: %w", err)
 		}
+		s.ws = ws
 	}
 	if cfg.HTTPFetch.Enabled {
 		f, err := NewHTTPFetch(cfg.HTTPFetch)
@@ -135,3 +137,6 @@ func (s *Set) Close() error {
 	}
 	return nil
 }
+
+// Workspaces returns the runs' workspaces, or nil when no tool of the set has one.
+func (s *Set) Workspaces() *Workspaces { return s.ws }

@@ -29,9 +29,15 @@ func NewWorkspaces(root string, limits LimitsConfig) (*Workspaces, error) {
 	return &Workspaces{root: abs, limits: limits}, nil
 }
 
+// Path returns the run's workspace directory without creating it: where a view of the
+// files a run wrote looks for them.
+func (w *Workspaces) Path(runID string) string {
+	return filepath.Join(w.root, SanitizeRunID(runID))
+}
+
 // Dir returns the run's workspace, creating it (and the root) when missing.
 func (w *Workspaces) Dir(runID string) (string, error) {
-	dir := filepath.Join(w.root, SanitizeRunID(runID))
+	dir := w.Path(runID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("create workspace: %w", err)
 	}

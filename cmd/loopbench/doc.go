@@ -7,12 +7,13 @@
 //
 // Usage:
 //
-//	go run ./cmd/loopbench [-scenarios=step,prompt,chat,ack,makespan,planner,startup,autonomy]
+//	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,planner,startup,autonomy]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
 //	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
+//	                       [-database-url=URL]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per
 // figure with a note on how it was measured, and then, as its last line, one JSON object
@@ -24,6 +25,10 @@
 //	         in-process model and tool, checkpoint to the real store included.
 //	         checkpoint_bytes_per_step: the bytes of pages the bbolt store wrote for those
 //	         runs' checkpoints, over their number.
+//	step-postgres  step_overhead_us_postgres and checkpoint_bytes_per_step_postgres: the
+//	         same runs checkpointed to the PostgreSQL database of -database-url (or
+//	         LOOPBOT_DATABASE_URL), the bytes being the growth of the server's write-ahead
+//	         log; without a URL it measures nothing.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
 //	         context management, divided by those of the same run keeping full history.
 //	         cache_prefix_ratio: the share of each managed request's tools and messages that

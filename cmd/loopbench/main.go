@@ -38,6 +38,8 @@ type options struct {
 	startupRuns int
 	idle        time.Duration
 	loopbot     string
+
+	databaseURL string
 }
 
 // figure is one measured value: Key names it in the JSON line, Note says in the table how
@@ -60,6 +62,7 @@ type scenario struct {
 // scenarios are all the measurements, in the order they run and print.
 var scenarios = []scenario{
 	{name: "step", run: stepOverhead},
+	{name: "step-postgres", run: stepPostgres},
 	{name: "prompt", run: promptTokenRatio},
 	{name: "chat", run: chatCalls},
 	{name: "ack", run: ackLatency},
@@ -99,6 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs.IntVar(&o.stepRuns, "step-runs", 20, "step: runs to measure")
 	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
+	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres: the PostgreSQL database to checkpoint to; empty takes LOOPBOT_DATABASE_URL, and without either the scenario measures nothing")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
 	fs.IntVar(&o.promptBudget, "prompt-budget", 12000, "prompt: ContextTokens of the run with context management")

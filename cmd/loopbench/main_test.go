@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/loopbot/loopbot/store/postgres/pgtest"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -24,7 +26,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The PostgreSQL cluster of the tests that asked for one (pgtest.URL).
+	pgtest.Stop()
+	os.Exit(code)
 }
 
 func TestChoose(t *testing.T) {

@@ -19,7 +19,32 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 		return nil, err
 	}
 	defer closeStore()
+	written := db.BytesWritten()
+	durations, checkpoints, outputLen, err := runSteps(ctx, o, db, "step")
+	if err != nil {
+		return nil, err
+	}
+	med := median(durations)
+	perStep := float64(db.BytesWritten()-written) / float64(checkpoints)
+	return []figure{{
+		Key:   "step_overhead_us",
+		Value: float64(med.Nanoseconds()) / 1e3,
+		Unit:  "µs",
+		Note: fmt.Sprintf("median of %d steps (%d runs of %d tool steps), instant model and tool, %.1f bbolt checkpoints a step",
+			len(durations), o.stepRuns, o.stepSteps+1, float64(checkpoints)/float64(o.stepRuns*(o.stepSteps+1))),
+	}, {
+		Key:   "checkpoint_bytes_per_step",
+		Value: perStep,
+		Unit:  "B",
+		Note: fmt.Sprintf("bytes of pages the bbolt store wrote (changed pages and the meta page of each commit) over the %d checkpoints of those runs, each tool output %d bytes",
+			checkpoints, outputLen),
+	}}, nil
+}
 
+// runSteps runs o.stepRuns runs of o.stepSteps instant tool steps each, checkpointing every
+// step to db under run IDs that start with prefix, and returns the time of each step, how
+// many checkpoints were written and the size of each tool output.
+func runSteps(ctx context.Context, o options, db bot.Store, prefix string) (durations []time.Duration, checkpoints, outputLen int, _ error) {
 	steps := o.stepSteps
 	// The model asks for one call per step, with arguments that differ every time so that
 	// the stuck detector never pauses the run, and answers once it has seen enough results.
@@ -40,14 +65,11 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 	tool := instantTool{name: "look", output: "a short result of the kind a directory listing gives"}
 	ag, err := agent.New(agent.Config{MaxSteps: 2*steps + 10, NoProgressSteps: noProgressOff}, model, []agent.Tool{tool})
 	if err != nil {
-		return nil, fmt.Errorf("new agent: %w", err)
+		return nil, 0, 0, fmt.Errorf("new agent: %w", err)
 	}
 
-	var durations []time.Duration
-	checkpoints := 0
-	written := db.BytesWritten()
 	for i := range o.stepRuns {
-		id := fmt.Sprintf("step-%d", i)
+		id := fmt.Sprintf("%s-%d", prefix, i)
 		created := time.Now()
 		hooks := agent.Hooks{
 			Checkpoint: func(ctx context.Context, st *agent.State) error {
@@ -63,27 +85,13 @@ func stepOverhead(ctx context.Context, o options) ([]figure, error) {
 		}
 		st := agent.NewState(id, "benchmark the loop", nil, created)
 		if err := ag.Run(ctx, st, hooks); err != nil {
-			return nil, fmt.Errorf("run %s: %w", id, err)
+			return nil, 0, 0, fmt.Errorf("run %s: %w", id, err)
 		}
 		if st.Status != agent.StatusCompleted || st.Step != steps+1 {
-			return nil, fmt.Errorf("run %s ended %s after %d steps, want completed after %d", id, st.Status, st.Step, steps+1)
+			return nil, 0, 0, fmt.Errorf("run %s ended %s after %d steps, want completed after %d", id, st.Status, st.Step, steps+1)
 		}
 	}
-	med := median(durations)
-	perStep := float64(db.BytesWritten()-written) / float64(checkpoints)
-	return []figure{{
-		Key:   "step_overhead_us",
-		Value: float64(med.Nanoseconds()) / 1e3,
-		Unit:  "µs",
-		Note: fmt.Sprintf("median of %d steps (%d runs of %d tool steps), instant model and tool, %.1f bbolt checkpoints a step",
-			len(durations), o.stepRuns, steps+1, float64(checkpoints)/float64(o.stepRuns*(steps+1))),
-	}, {
-		Key:   "checkpoint_bytes_per_step",
-		Value: perStep,
-		Unit:  "B",
-		Note: fmt.Sprintf("bytes of pages the bbolt store wrote (changed pages and the meta page of each commit) over the %d checkpoints of those runs, each tool output %d bytes",
-			checkpoints, len(tool.output)),
-	}}, nil
+	return durations, checkpoints, len(tool.output), nil
 }
 
 // stepTimer records the time from each step_started event to the next one, or to the event

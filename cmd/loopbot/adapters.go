@@ -47,8 +47,13 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		}
 		// The console keeps its view next to the database, so it survives a restart as the
 		// runs do.
-		a, err := web.New(wc, web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy),
-			web.WithHistory(cfg.Store.Path+".console", 0))
+		opts := []web.Option{web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy),
+			web.WithHistory(cfg.Store.Path+".console", 0)}
+		// The console links the files a run wrote to a read-only view of its workspace.
+		if ws := s.tools.Workspaces(); ws != nil {
+			opts = append(opts, web.WithWorkspaces(ws.Path))
+		}
+		a, err := web.New(wc, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("web console: %w", err)
 		}

@@ -28,7 +28,7 @@ func (m *Main) runs(ctx context.Context) error {
 		id := m.args[1]
 		rec, audit, err := src.run(ctx, id)
 		if errors.Is(err, bot.ErrNotFound) {
-			return fmt.Errorf("no run %q in %s", id, m.Config.Store.Path)
+			return fmt.Errorf("no run %q in %s", id, m.Config.Store.describe())
 		}
 		if err != nil {
 			return fmt.Errorf("read run: %w", err)
@@ -47,7 +47,7 @@ func (m *Main) runs(ctx context.Context) error {
 func (m *Main) check(ctx context.Context) error {
 	cfg := m.Config
 	fmt.Fprintf(m.Stdout, "config: %s: ok\n", orDefault(m.ConfigPath, "(no file: defaults)"))
-	fmt.Fprintf(m.Stdout, "database: %s\n", cfg.Store.Path)
+	fmt.Fprintf(m.Stdout, "database: %s (%s)\n", cfg.Store.describe(), cfg.Store.Backend)
 	if cfg.modelConfigured() {
 		fmt.Fprintf(m.Stdout, "model: %s at %s\n", cfg.LLM.Model, orDefault(cfg.LLM.BaseURL, "https://api.openai.com/v1"))
 	} else {
@@ -149,6 +149,9 @@ type onlineCheck struct {
 func (m *Main) onlineChecks() []onlineCheck {
 	cfg := m.Config
 	var checks []onlineCheck
+	if cfg.Store.Backend == backendPostgres {
+		checks = append(checks, onlineCheck{"database", func(ctx context.Context) (string, error) { return probeDatabase(ctx, cfg.Store) }})
+	}
 	if cfg.modelConfigured() {
 		checks = append(checks, onlineCheck{"model endpoint", func(ctx context.Context) (string, error) { return "", pingModel(ctx, cfg) }})
 	}

@@ -72,8 +72,12 @@ func (c Config) ToolsConfig() tools.Config {
 
 // StoreConfig is the [store] section.
 type StoreConfig struct {
+	// Backend is "bbolt" (one file, one process) or "postgres" (a database replicas share).
+	Backend     string         `toml:"backend"`
 	Path        string         `toml:"path"`
 	LockTimeout agent.Duration `toml:"lock_timeout"`
+	// URL is the PostgreSQL connection string; LOOPBOT_DATABASE_URL overrides it.
+	URL string `toml:"url"`
 }
 
 // LogConfig is the [log] section.
@@ -92,7 +96,7 @@ type AdminConfig struct {
 // they are used.
 func DefaultConfig() Config {
 	return Config{
-		Store: StoreConfig{Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
+		Store: StoreConfig{Backend: backendBbolt, Path: "loopbot.db", LockTimeout: agent.Duration(store.DefaultLockTimeout)},
 		Log:   LogConfig{Level: "info", Format: "text"},
 		Admin: AdminConfig{Addr: "127.0.0.1:9090"},
 		Web: WebConfig{Config: web.Config{Addr: web.DefaultAddr, MaxThreads: web.DefaultMaxThreads, MaxMessages: web.DefaultMaxMessages,
@@ -137,6 +141,7 @@ func (c *Config) applyEnv(getenv func(string) string) {
 		c.LLM.BaseURL = v
 	}
 	for env, dst := range map[string]*string{
+		"LOOPBOT_DATABASE_URL": &c.Store.URL,
 		"LOOPBOT_WEB_TOKEN":    &c.Web.Token,
 		"LOOPBOT_WEB_USERS":    &c.Web.UsersEnv,
 		"SLACK_BOT_TOKEN":      &c.Slack.BotToken,
@@ -154,8 +159,17 @@ func (c *Config) applyEnv(getenv func(string) string) {
 // Check reports values that decode but make no sense.
 func (c Config) Check() error {
 	var errs []error
-	if c.Store.Path == "" {
-		errs = append(errs, errors.New("store.path is empty"))
+	switch c.Store.Backend {
+	case backendBbolt:
+		if c.Store.Path == "" {
+			errs = append(errs, errors.New("store.path is empty"))
+		}
+	case backendPostgres:
+		if c.Store.URL == "" {
+			errs = append(errs, errors.New("store.backend is postgres but no URL is set (store.url or LOOPBOT_DATABASE_URL)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("store.backend %q: want bbolt or postgres", c.Store.Backend))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

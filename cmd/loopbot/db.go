@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/store"
+	"github.com/loopbot/loopbot/store/postgres"
 )
 
 // db runs the database's maintenance commands, which need the file to themselves:
@@ -16,6 +17,9 @@ import (
 // and lists the quarantine; `db compact` packs it with bbolt's compaction, keeping the
 // original beside it.
 func (m *Main) db(ctx context.Context) error {
+	if m.Config.Store.Backend == backendPostgres {
+		return m.dbPostgres(ctx)
+	}
 	path := m.Config.Store.Path
 	timeout := store.WithLockTimeout(time.Duration(m.Config.Store.LockTimeout))
 	switch m.args[0] {
@@ -77,4 +81,30 @@ func quarantined(log *slog.Logger, met *metrics, q store.Quarantined) {
 	met.quarantined.WithLabelValues(q.Bucket).Inc()
 	log.Error("store: a record did not decode and was moved to the quarantine; the bot goes on without it (loopbot db check lists it)",
 		"bucket", q.Bucket, "key", fmt.Sprintf("%q", q.Key), "reason", q.Reason)
+}
+
+// dbPostgres runs the maintenance commands on PostgreSQL, which needs no one to stop: `db
+// check` verifies the schema version and that every record decodes and counts the
+// quarantine. There is no `db compact`: PostgreSQL reclaims space itself (autovacuum).
+func (m *Main) dbPostgres(ctx context.Context) error {
+	if m.args[0] == "compact" {
+		return errors.New("db compact is for the bbolt file: PostgreSQL reclaims space itself (autovacuum, or VACUUM by its administrator)")
+	}
+	if m.args[0] != "check" {
+		return fmt.Errorf("unknown db command %q", m.args[0])
+	}
+	db, err := postgres.Open(ctx, m.Config.Store.URL, postgres.WithoutMigration())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Check(ctx); err != nil {
+		return err
+	}
+	n, err := db.QuarantineCount(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(m.Stdout, "%s: schema version %d, every record decodes, %d quarantined\nok\n", db.URL(), postgres.SchemaVersion(), n)
+	return err
 }

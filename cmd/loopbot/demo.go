@@ -20,10 +20,16 @@ import (
 // Approve and Reject buttons, and plans every goal, so it shows the planner and its executors.
 func demoAgentConfig(c agent.Config) agent.Config {
 	floor := map[string]agent.Risk{"write_file": agent.RiskConfirm}
+	why := map[string]string{"write_file": "demo mode asks before every file write, to show an approval"}
+	for k, v := range c.RiskFloorReason {
+		why[k] = v
+	}
+	// A floor the config file set is the config's, and the card says so.
 	for k, v := range c.RiskFloor {
 		floor[k] = v
+		delete(why, k)
 	}
-	c.RiskFloor = floor
+	c.RiskFloor, c.RiskFloorReason = floor, why
 	c.Planning = agent.PlanningAlways
 	return c
 }

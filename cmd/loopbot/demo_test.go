@@ -39,6 +39,10 @@ func TestDemoRun(t *testing.T) {
 			if len(p) != 1 || p[0].Name != "write_file" {
 				t.Fatalf("pending = %+v", p)
 			}
+			// The card says what raised the call: demo mode, not a config there is none of.
+			if r := p[0].RiskReason; !strings.Contains(r, "demo mode") || strings.Contains(r, "config") {
+				t.Errorf("the approval's reason is %q, want it to name demo mode", r)
+			}
 			if err := st.Decide(p[0].ID, agent.Decision{Approved: approve, By: "web:ann"}); err != nil {
 				t.Fatal(err)
 			}

@@ -156,14 +156,17 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 	const goal = "run the slow recorded command"
 	thread := c.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": goal})["thread"].(string)
 	ran := approveSlowCommand(t, s, c, thread)
-	sandbox := descendants(p.cmd.Process.Pid)
-	sleeping := false
-	for _, cmd := range sandbox {
-		sleeping = sleeping || cmd == "sleep 30"
-	}
-	if !sleeping {
-		t.Fatalf("no sleep 30 among the daemon's descendants: %v", sandbox)
-	}
+	// The shell writes "start" before it forks sleep, so the sleep may come a moment later.
+	var sandbox map[int]string
+	awaitCond(t, "sleep 30 runs among the daemon's descendants", 10*time.Second, func() bool {
+		sandbox = descendants(p.cmd.Process.Pid)
+		for _, cmd := range sandbox {
+			if cmd == "sleep 30" {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("descendants: %v", sandbox) })
 	p.kill()
 	// --die-with-parent and the sandbox's PID namespace take the command down with the
 	// daemon; a survivor would write "end" in half a minute.

@@ -17,7 +17,16 @@ var heavy = []string{
 	"github.com/slack-go/slack",
 	"github.com/bwmarrin/discordgo",
 	"go.etcd.io/bbolt",
+	"github.com/jackc/pgx",
 	"github.com/sashabaranov/go-openai",
+}
+
+// backendDrivers are the storage engines of the store backends: each backend reaches its
+// own only, so that a deployment on one links nothing of the other's through the other
+// package, and the backends stay apart.
+var backendDrivers = map[string]string{
+	module + "/store":          "go.etcd.io/bbolt",
+	module + "/store/postgres": "github.com/jackc/pgx",
 }
 
 // chatSDKs are the chat platforms' client libraries: only the adapters import them, so that
@@ -29,6 +38,17 @@ var chatSDKs = []string{
 
 // agentMayReach lists what package agent may depend on besides the standard library.
 var agentMayReach = []string{"golang.org/x/", "github.com/google/jsonschema-go/"}
+
+// backendOf returns the backend package pkg belongs to, the longest that holds it, or "".
+func backendOf(pkg string) string {
+	own := ""
+	for backend := range backendDrivers {
+		if under(pkg, backend) && len(backend) > len(own) {
+			own = backend
+		}
+	}
+	return own
+}
 
 // pkgImports is what go list says of one package: every package it reaches (Deps), and the
 // packages its files, tests included, import directly.
@@ -66,6 +86,13 @@ func importRules(graph map[string]pkgImports) []string {
 			}
 			if under(dep, module+"/store") && !under(pkg, module+"/cmd") && !under(pkg, module+"/store") {
 				bad = append(bad, rel+" reaches "+dep+" (only cmd may use store)")
+			}
+			if own := backendOf(pkg); own != "" {
+				for backend, driver := range backendDrivers {
+					if under(dep, driver) && backend != own {
+						bad = append(bad, rel+" reaches "+dep+" (the driver of another backend)")
+					}
+				}
 			}
 			if strings.HasPrefix(rel, "adapters/") {
 				own := module + "/" + strings.Join(strings.SplitN(rel, "/", 3)[:2], "/")
@@ -131,6 +158,13 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"adapter reaches store", map[string]pkgImports{module + "/adapters/slack": {Deps: []string{module + "/store"}}}, "adapters/slack reaches " + module + "/store (only cmd may use store)"},
 		{"adapter reaches adapter", map[string]pkgImports{module + "/adapters/web": {Deps: []string{module + "/adapters/discord"}}}, "adapters/web reaches another adapter " + module + "/adapters/discord"},
 		{"bot reaches store", map[string]pkgImports{module + "/bot": {Deps: []string{module + "/store"}}}, "bot reaches " + module + "/store (only cmd may use store)"},
+		{"bot reaches pgx", map[string]pkgImports{module + "/bot": {Deps: []string{"github.com/jackc/pgx/v5/pgconn"}}}, "bot reaches github.com/jackc/pgx/v5/pgconn"},
+		{"adapter reaches the postgres store", map[string]pkgImports{module + "/adapters/web": {Deps: []string{module + "/store/postgres"}}},
+			"adapters/web reaches " + module + "/store/postgres (only cmd may use store)"},
+		{"bbolt store reaches pgx", map[string]pkgImports{module + "/store": {Deps: []string{"github.com/jackc/pgx/v5"}}},
+			"store reaches github.com/jackc/pgx/v5 (the driver of another backend)"},
+		{"postgres store reaches bbolt", map[string]pkgImports{module + "/store/postgres": {Deps: []string{"go.etcd.io/bbolt"}}},
+			"store/postgres reaches go.etcd.io/bbolt (the driver of another backend)"},
 		{"cmd imports slack-go", map[string]pkgImports{module + "/cmd/loopbot": {Imports: []string{"fmt", "github.com/slack-go/slack"}}},
 			"cmd/loopbot imports github.com/slack-go/slack (only adapters may import a chat SDK)"},
 		{"cmd test imports slacktest", map[string]pkgImports{module + "/cmd/loopbot": {Imports: []string{"github.com/slack-go/slack/slacktest"}}},
@@ -157,7 +191,9 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		// cmd reaches slack-go through the adapter, and imports only the adapter.
 		module + "/cmd/loopbot": {Deps: []string{module + "/store", module + "/adapters/slack", "github.com/slack-go/slack"},
 			Imports: []string{module + "/store", module + "/adapters/slack"}},
-		module + "/store": {Deps: []string{"go.etcd.io/bbolt", module + "/bot"}},
+		module + "/store":           {Deps: []string{"go.etcd.io/bbolt", module + "/bot"}},
+		module + "/store/postgres":  {Deps: []string{"github.com/jackc/pgx/v5", module + "/bot"}},
+		module + "/store/storetest": {Deps: []string{module + "/bot"}},
 	}
 	if got := importRules(ok); len(got) > 0 {
 		t.Errorf("a legal graph was flagged: %q", got)

@@ -35,11 +35,18 @@ func startDaemon(t *testing.T, dir string) *daemon {
 // can serve the pages a browser still has open.
 func startDaemonOn(t *testing.T, dir, webAddr string) *daemon {
 	t.Helper()
+	return startDaemonWith(t, dir, webAddr, func(string) string { return "" })
+}
+
+// startDaemonWith is startDaemonOn with the environment getenv gives, extra flags
+// following the usual ones.
+func startDaemonWith(t *testing.T, dir, webAddr string, getenv func(string) string, flags ...string) *daemon {
+	t.Helper()
 	logs := &bytes.Buffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, logs
-	m.Getenv = func(string) string { return "" }
-	args := []string{"-db", filepath.Join(dir, "loopbot.db"), "-web", webAddr, "-admin", "127.0.0.1:0"}
+	m.Getenv = getenv
+	args := append([]string{"-db", filepath.Join(dir, "loopbot.db"), "-web", webAddr, "-admin", "127.0.0.1:0"}, flags...)
 	if err := m.ParseFlags(context.Background(), args); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +107,12 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("second click notice = %q", n)
 	}
 	d.client().waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
+	// The answer can be rated; the rating is counted in /metrics.
+	up := d.client().waitFor(thread, regexp.MustCompile(`data-action="([^"]+)"[^>]*>👍`))[1]
+	res = d.client().post("/api/actions", map[string]string{"id": uuid(4), "user": "ann", "action": up, "thread": thread})
+	if n, _ := res["notice"].(string); n != "Thanks: you rated this answer helpful." {
+		t.Errorf("rating notice = %q", n)
+	}
 	admin := "http://" + d.m.srv.adminAddr
 	if body := get(t, admin+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %q", body)
@@ -107,7 +120,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	metrics := get(t, admin+"/metrics")
 	for _, want := range []string{`loopbot_runs{state="completed"} 1`, `loopbot_tool_calls_total{outcome="ok",tool="write_file"} 1`,
 		`loopbot_chat_api_calls_total{method="update",outcome="ok",platform="web"}`, `loopbot_model_calls_total{outcome="ok",role="executor"}`,
-		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`, "loopbot_tool_calls_abandoned_running 0"} {
+		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`, "loopbot_tool_calls_abandoned_running 0",
+		`loopbot_answer_feedback{platform="web",value="up"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -119,8 +133,18 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	checkDemoRun(t, db)
+	if err := db.Check(context.Background()); err != nil {
+		t.Errorf("database check: %v", err)
+	}
+}
+
+// checkDemoRun checks what the demo story leaves in the store: one run, completed, whose
+// write_file ran exactly once.
+func checkDemoRun(t *testing.T, s bot.Store) {
+	t.Helper()
 	var runs []*bot.RunRecord
-	if err := db.View(context.Background(), func(tx bot.Tx) error {
+	if err := s.View(context.Background(), func(tx bot.Tx) error {
 		var err error
 		runs, err = tx.Runs(bot.RunFilter{})
 		return err
@@ -139,9 +163,6 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if writes != 1 {
 		t.Errorf("write_file ran %d times, want exactly once", writes)
-	}
-	if err := db.Check(context.Background()); err != nil {
-		t.Errorf("database check: %v", err)
 	}
 }
 

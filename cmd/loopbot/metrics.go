@@ -169,6 +169,16 @@ func (mt meteredTool) Call(ctx context.Context, inv agent.Invocation) (string, e
 	return out, err
 }
 
+// Preview passes on the wrapped tool's preview of a call (write_file's diff), which the
+// embedding would hide; a tool that previews nothing previews "".
+func (mt meteredTool) Preview(ctx context.Context, inv agent.Invocation) (string, error) {
+	p, ok := mt.Tool.(agent.Previewer)
+	if !ok {
+		return "", nil
+	}
+	return p.Preview(ctx, inv)
+}
+
 func (m *metrics) tools(ts []agent.Tool) []agent.Tool {
 	out := make([]agent.Tool, len(ts))
 	for i, t := range ts {

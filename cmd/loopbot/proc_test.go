@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/loopbot/loopbot/store/postgres/pgtest"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -43,6 +45,8 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	// The PostgreSQL cluster of the tests that asked for one (pgtest.URL).
+	pgtest.Stop()
 	os.Exit(code)
 }
 

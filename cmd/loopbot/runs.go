@@ -89,8 +89,8 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 	fmt.Fprintf(b, "Goal:      %s\n", st.Goal)
 	fmt.Fprintf(b, "Usage:     %d steps, %d prompt + %d completion tokens (%d cached), $%.4f, %s active\n",
 		st.Step, st.Usage.PromptTokens, st.Usage.CompletionTokens, st.Usage.CachedTokens, st.Usage.Cost, st.Active.Round(time.Millisecond))
-	if st.Autonomy != "" {
-		fmt.Fprintf(b, "Autonomy:  %s, momentum %.2f\n", st.Autonomy, st.Momentum.Score())
+	if lv := st.EffectiveLevel(); lv != "" {
+		fmt.Fprintf(b, "Autonomy:  %s, momentum %.2f\n", lv, st.Momentum.Score())
 	}
 	if len(st.Plan) > 0 {
 		b.WriteString("\nPlan:\n")
@@ -128,6 +128,7 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 	if st.Answer != "" {
 		fmt.Fprintf(b, "\nAnswer:\n%s\n", st.Answer)
 	}
+	b.WriteString(feedbackLine(audit))
 	_, err := io.WriteString(w, terminalText(red.Redact(b.String())))
 	return err
 }

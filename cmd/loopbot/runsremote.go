@@ -18,6 +18,7 @@ import (
 
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
+	"github.com/loopbot/loopbot/store/postgres"
 )
 
 // `loopbot runs` while the daemon runs.
@@ -91,7 +92,7 @@ func publishAdmin(dbPath, addr string) (token string, remove func(context.Contex
 // runsHandler serves the runs to `loopbot runs` in another process: GET /runs lists them,
 // GET /runs/{id} is one with its audit entries. The records go out as the store keeps them;
 // the asking process renders them.
-func runsHandler(db *store.DB, token string) http.Handler {
+func runsHandler(db bot.Store, token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
 		var runs []*bot.RunRecord
@@ -155,6 +156,14 @@ type runsSource interface {
 // openRuns opens the database for `loopbot runs`, or, when a running loopbot holds it,
 // connects to that loopbot's admin endpoint.
 func (m *Main) openRuns() (runsSource, error) {
+	if m.Config.Store.Backend == backendPostgres {
+		// Replicas share the database, and so can this command.
+		db, err := postgres.Open(context.Background(), m.Config.Store.URL, postgres.WithoutMigration())
+		if err != nil {
+			return nil, err
+		}
+		return dbRuns{db}, nil
+	}
 	path := m.Config.Store.Path
 	db, err := store.Open(path, store.WithLockTimeout(time.Duration(m.Config.Store.LockTimeout)))
 	if err == nil {
@@ -178,7 +187,7 @@ func (m *Main) openRuns() (runsSource, error) {
 }
 
 // dbRuns reads runs from the database.
-type dbRuns struct{ db *store.DB }
+type dbRuns struct{ db bot.Store }
 
 func (s dbRuns) runs(ctx context.Context) ([]*bot.RunRecord, error) {
 	var runs []*bot.RunRecord

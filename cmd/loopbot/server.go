@@ -18,17 +18,20 @@ import (
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store"
+	"github.com/loopbot/loopbot/store/postgres"
 )
 
 // server is the running daemon: the database, the tools, the bot, the platforms and the admin
 // endpoint, started in that order and closed in the reverse.
 type server struct {
-	log     *slog.Logger
-	db      *store.DB
-	tools   *tools.Set
-	bot     *bot.Bot
-	closers []func(context.Context) error
+	log *slog.Logger
+	db  database
+	// adminFile is the database file next to which the admin endpoint is published for
+	// `loopbot runs`; "" for PostgreSQL, which that command opens itself.
+	adminFile string
+	tools     *tools.Set
+	bot       *bot.Bot
+	closers   []func(context.Context) error
 
 	// stopAdapters ends the contexts the platform adapters run under.
 	stopAdapters context.CancelFunc
@@ -49,13 +52,16 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}()
 
 	met := newMetrics()
-	s.db, err = store.Open(cfg.Store.Path, store.WithLockTimeout(time.Duration(cfg.Store.LockTimeout)),
-		store.WithQuarantineHook(func(q store.Quarantined) { quarantined(log, met, q) }))
+	if cfg.Store.Backend != backendPostgres {
+		s.adminFile = cfg.Store.Path
+	}
+	s.db, err = openDatabase(ctx, cfg.Store, log, met)
 	if err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, func(context.Context) error { return s.db.Close() })
 	met.watchRuns(s.db)
+	met.watchFeedback(s.db)
 
 	models, err := s.models(ctx, cfg, met)
 	if err != nil {
@@ -130,7 +136,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 			}
 		})
 	}
-	log.Info("loopbot is up", "database", cfg.Store.Path, "admin", s.adminAddr, "console", s.webAddr, "platforms", len(adapters))
+	log.Info("loopbot is up", "database", cfg.Store.describe(), "admin", s.adminAddr, "console", s.webAddr, "platforms", len(adapters))
 	if models.demo {
 		log.Warn("DEMO MODE: no model is configured ([llm] or OPENAI_API_KEY), so a scripted model plays a sample run")
 	}
@@ -181,16 +187,18 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(met.reg, promhttp.HandlerOpts{}))
-	// `loopbot runs` asks here while this process holds the database (runsremote.go).
-	token, unpublish, err := publishAdmin(s.db.Path(), s.adminAddr)
-	if err != nil {
-		ln.Close()
-		return err
+	// `loopbot runs` asks here while this process holds the database file (runsremote.go).
+	if s.adminFile != "" {
+		token, unpublish, err := publishAdmin(s.adminFile, s.adminAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		s.closers = append(s.closers, unpublish)
+		runs := runsHandler(s.db, token)
+		mux.Handle("/runs", runs)
+		mux.Handle("/runs/", runs)
 	}
-	s.closers = append(s.closers, unpublish)
-	runs := runsHandler(s.db, token)
-	mux.Handle("/runs", runs)
-	mux.Handle("/runs/", runs)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -205,7 +213,7 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 // credentials of each section, and the values of MCP servers' environment variables and
 // headers whose names say they hold one.
 func secretValues(cfg Config) []string {
-	values := []string{cfg.LLM.APIKey, cfg.Web.Token,
+	values := []string{cfg.LLM.APIKey, cfg.Web.Token, postgres.URLPassword(cfg.Store.URL),
 		cfg.Slack.BotToken, cfg.Slack.AppToken, cfg.Slack.SigningSecret, cfg.Discord.Token, cfg.Discord.PublicKey}
 	for _, srv := range cfg.MCP.Servers {
 		for _, m := range []map[string]string{srv.Env, srv.Headers} {

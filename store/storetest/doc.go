@@ -11,10 +11,19 @@
 //
 // The suite covers round trips of every record type (a run carries a real agent.State),
 // ErrNotFound, run listing (Runs and RunIDs) in creation order with its filters, listing by
-// status as runs change status, run headers, the listing a restarted bot recovers from, outbox replacement by key, audit order, read-only views, cancelled
+// status as runs change status, run headers, the listing a restarted bot recovers from, outbox replacement by key, one rating per person per answer, audit order, read-only views, cancelled
 // contexts, rollback on error and on panic, compare-and-set races on approvals and
-// conversations, lost updates, and event dedupe and purge on an injected clock. Subtests
+// conversations (and on creating a record that does not exist yet), lost updates, and event dedupe (twenty deliveries at once among them) and purge on an injected clock. Subtests
 // that need a restart are skipped unless the backend gives WithReopen.
+//
+// Both backends also implement bot.Leaser, and the suite checks run claims (oldest first,
+// paused and finished runs never), fencing (a superseded or released lease's checkpoint is
+// refused with a *bot.FencedError, an older epoch of the same replica included), lease expiry
+// and renewal on the injected clock, and claims from eight claimers at once, each run
+// claimed exactly once. A backend that can open a second handle on one database
+// (WithSecondHandle) runs those claims across both handles and a decision raced from both;
+// one that cannot says why (WithoutSecondHandle) and that subtest skips. BenchCheckpoint
+// measures a checkpoint of a 50 KB run, plain and fenced.
 //
 // Beyond what bot.Tx documents, the suite expects approvals and outbox items to list oldest
 // first (by CreatedAt), runs to keep their place in the creation order when put again, and

@@ -21,16 +21,30 @@ func WithReopen(reopen func(t *testing.T, s bot.Store) bot.Store) Option {
 	return func(su *suite) { su.reopen = reopen }
 }
 
+// WithSecondHandle lets the suite open a second handle on the database of s, as a second
+// replica would: it must be closed in t.Cleanup. A backend without it (one process owns the
+// store) says why with WithoutSecondHandle, and the subtests that need two handles skip.
+func WithSecondHandle(second func(t *testing.T, s bot.Store) bot.Store) Option {
+	return func(su *suite) { su.second = second }
+}
+
+// WithoutSecondHandle says why the backend cannot open a second handle on one database.
+func WithoutSecondHandle(why string) Option {
+	return func(su *suite) { su.secondWhy = why }
+}
+
 type suite struct {
-	open   func(t *testing.T) bot.Store
-	reopen func(t *testing.T, s bot.Store) bot.Store
+	open      func(t *testing.T) bot.Store
+	reopen    func(t *testing.T, s bot.Store) bot.Store
+	second    func(t *testing.T, s bot.Store) bot.Store
+	secondWhy string
 }
 
 // Run runs the conformance suite. open must return a new, empty store for each subtest and
 // arrange with t.Cleanup to close it; a backend that can check its own consistency does that
 // in the same cleanup.
 func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
-	su := &suite{open: open}
+	su := &suite{open: open, secondWhy: "the backend gives no second handle (WithSecondHandle)"}
 	for _, opt := range opts {
 		opt(su)
 	}
@@ -49,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"RecoveryListing", testRecovery},
 		{"Approvals", testApprovals},
 		{"Outbox", testOutbox},
+		{"Feedback", testFeedback},
 		{"AuditOrder", testAuditOrder},
 		{"RejectsMissingKeys", testMissingKeys},
 		{"ViewIsReadOnly", testViewReadOnly},
@@ -58,14 +73,21 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"CASApproval", testCASApproval},
 		{"CASConversationActive", testCASConversation},
 		{"NoLostUpdates", testNoLostUpdates},
+		{"CASCreate", testCASCreate},
 		{"Dedupe", testDedupe},
 		{"DedupeAfterReopen", testDedupeReopen},
 		{"DedupeInTransaction", testDedupeInTx},
+		{"DedupeRace", testDedupeRace},
 		{"DurableAfterReopen", testDurable},
 		{"Purge", testPurge},
 		{"ChannelAutonomy", testChannelAutonomy},
 		{"Grants", testGrants},
 		{"Memory", testMemory},
+		{"ClaimRuns", testClaimRuns},
+		{"Fencing", testFencing},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"ClaimsExclusive", testClaimsExclusive},
+		{"TwoHandles", testTwoHandles},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
@@ -82,7 +104,7 @@ var (
 	threadB = bot.ThreadRef{Platform: "discord", Channel: "G1", Thread: "TH9"}
 )
 
-func update(t *testing.T, s bot.Store, fn func(tx bot.Tx) error) {
+func update(t testing.TB, s bot.Store, fn func(tx bot.Tx) error) {
 	t.Helper()
 	if err := s.Update(t.Context(), fn); err != nil {
 		t.Fatalf("update: %v", err)

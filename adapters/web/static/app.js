@@ -110,8 +110,13 @@
       box.insertBefore(el, before);
     }
     el.dataset.kind = m.kind;
+    // A tool step the reader opened stays open when its card is edited.
+    const opened = new Set([...el.querySelectorAll('details[data-step][open]')].map((d) => d.dataset.step));
     // Rendered by the server from an allowlist, with every text escaped.
     el.innerHTML = m.html;
+    for (const d of el.querySelectorAll('details[data-step]')) {
+      if (opened.has(d.dataset.step)) d.open = true;
+    }
     localTimes(el);
     for (const [key, sel] of Object.entries(shortcuts)) {
       for (const b of el.querySelectorAll(sel)) {
@@ -323,8 +328,9 @@
     }
   });
 
-  // Keyboard: "a" approves and "r" rejects the thread's latest pending call, when no text
-  // box has the focus. It is the same click as the mouse's, confirmation and all. "r" is the
+  // Keyboard: "a" approves and "r" rejects, when no text box has the focus: the call of the
+  // approval card the focus is in (tabbed to its buttons, say), else the thread's latest
+  // pending call. It is the same click as the mouse's, confirmation and all. "r" is the
   // card's first danger button, Reject, never Reject and stop after it.
   const shortcuts = {
     a: '.msg-approval button.btn-primary',
@@ -333,10 +339,12 @@
   document.addEventListener('keydown', (e) => {
     if (!current || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
     const sel = shortcuts[e.key];
     if (!sel) return;
-    const buttons = [...$('messages').querySelectorAll(sel)].filter((b) => !b.disabled);
+    const live = (root) => [...root.querySelectorAll(sel)].filter((b) => !b.disabled);
+    const card = t && t.closest ? t.closest('#messages .msg-approval') : null;
+    const buttons = (card && live(card).length ? live(card) : live($('messages')));
     const b = buttons[buttons.length - 1];
     if (!b) return;
     e.preventDefault();
