@@ -13,7 +13,7 @@ import (
 // allowedTool reports whether the run may call the tool name.
 func (r *runner) allowedTool(name string) bool {
 	allowed := r.st.AllowedTools
-	return allowed == nil || name == updatePlanName || name == askUserName || slices.Contains(allowed, name)
+	return allowed == nil || name == updatePlanName || name == askUserName || name == askPlannerName || slices.Contains(allowed, name)
 }
 
 // specs are the tool specs the model is offered in this run.
@@ -41,8 +41,10 @@ func (a *Agent) ToolNames() []string { return a.toolNames() }
 
 // ceiling is l, or the run's playbook level when that asks more (State.PlaybookLevel): a
 // playbook may make its runs more careful than their channel, never bolder.
-func (r *runner) ceiling(l Level) Level {
-	c := r.st.PlaybookLevel
+func (r *runner) ceiling(l Level) Level { return capLevel(l, r.st.PlaybookLevel) }
+
+// capLevel is l, or c when c is a level that asks more.
+func capLevel(l, c Level) Level {
 	if validLevel(c) && slices.Index(Levels, c) < slices.Index(Levels, l) {
 		return c
 	}

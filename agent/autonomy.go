@@ -151,6 +151,16 @@ func (r *runner) level() Level {
 	return r.ceiling(r.a.cfg.defaultLevel())
 }
 
+// EffectiveLevel is the level the run works at as its state records it: its channel's
+// (Autonomy), made more careful by its playbook's (PlaybookLevel) where that asks more; ""
+// when the state records no level (the configured default applies).
+func (st *State) EffectiveLevel() Level {
+	if !validLevel(st.Autonomy) {
+		return ""
+	}
+	return capLevel(st.Autonomy, st.PlaybookLevel)
+}
+
 // approval decides, for a call the loop has assessed, whether it waits for a person; it
 // returns the status the call starts in and its reason for the card.
 func (r *runner) approval(reg *registered, as Assessment) (CallStatus, string) {

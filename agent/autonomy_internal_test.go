@@ -154,3 +154,22 @@ func TestParseLevel(t *testing.T) {
 		t.Errorf("default autonomy %q, want balanced", got)
 	}
 }
+
+func TestEffectiveLevel(t *testing.T) {
+	tests := []struct {
+		channel, playbook, want Level
+	}{
+		{"", "", ""},
+		{"", LevelCareful, ""},
+		{LevelBold, "", LevelBold},
+		{LevelBold, LevelCareful, LevelCareful},
+		{LevelCareful, LevelBold, LevelCareful}, // a playbook never makes a run bolder
+		{LevelBalanced, "reckless", LevelBalanced},
+	}
+	for _, tt := range tests {
+		st := &State{Autonomy: tt.channel, PlaybookLevel: tt.playbook}
+		if got := st.EffectiveLevel(); got != tt.want {
+			t.Errorf("channel %q, playbook %q: %q, want %q", tt.channel, tt.playbook, got, tt.want)
+		}
+	}
+}

@@ -181,9 +181,15 @@ func (s *scheduler) autonomyHook(thread ThreadRef) func(ctx context.Context) (ag
 }
 
 // autonomyFooter is the status card's part about the run's level and momentum.
+// The level shown is the one the run works at: a playbook's more careful level is named so.
 func autonomyFooter(st *agent.State) string {
-	if st.Autonomy == "" {
+	lv := st.EffectiveLevel()
+	if lv == "" {
 		return ""
 	}
-	return fmt.Sprintf(" · %s · momentum %.2f", st.Autonomy, st.Momentum.Score())
+	name := string(lv)
+	if lv != st.Autonomy {
+		name += " (playbook)"
+	}
+	return fmt.Sprintf(" · %s · momentum %.2f", name, st.Momentum.Score())
 }

@@ -44,6 +44,8 @@ type Bot struct {
 	sweep *sweeper
 	// lead elects the replica that runs the dispatcher and the sweeper (leader.go).
 	lead *leader
+	// asks are the tool calls waiting on a question in their thread (ask.go).
+	asks questions
 
 	// The options, until New has applied them.
 	now   func() time.Time
@@ -131,6 +133,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy, savePlaybooks: b.cfg.Playbooks.Dir != ""}
 	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
 	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.disp.poke)
+	b.sched.ask = b.ask
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}
 	b.sweep = newSweeper(store, b.recs, b.log, expiry, b.decided, func() { b.sched.poke(); b.disp.poke() })
 	b.replicate(store)

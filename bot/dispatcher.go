@@ -304,7 +304,7 @@ func (d *dispatcher) sent(ctx context.Context, it OutboxItem, msg Message, ref M
 				return err
 			}
 		}
-		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory {
+		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory || it.Kind == OutboxAsk {
 			if now, err := render(tx, it); err == nil && !reflect.DeepEqual(now, msg) {
 				return nil
 			}
@@ -349,6 +349,8 @@ func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
 		return ap.Card, nil
 	case OutboxMemory:
 		return memoryCard(tx, it)
+	case OutboxAsk:
+		return questionCard(tx, it)
 	}
 	return MessageRef{}, nil
 }
@@ -372,6 +374,8 @@ func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
 		return tx.PutApproval(ap)
 	case OutboxMemory:
 		return saveMemoryCard(tx, it, ref)
+	case OutboxAsk:
+		return saveQuestionCard(tx, it, ref)
 	}
 	return nil
 }

@@ -41,7 +41,6 @@ const (
 	noticeOnceOnly     = "This call is dangerous: it can be approved once only, not granted."
 	noticeAlwaysNeeds  = "Only loopbot's approvers can allow a call always in this channel."
 	noticeNoPattern    = "This call has no pattern that can be allowed always; approve it once or for this run."
-	noticeNoGrants     = "No grants in this channel. Approval cards offer Approve for this run and, to approvers, Always allow here."
 	noticeRevokeNeeds  = "Only loopbot's approvers can revoke a grant."
 	noticeGrantRevoked = "Revoked."
 	noticeGrantGone    = "That grant was already revoked."
@@ -176,23 +175,12 @@ func (s *scheduler) channelGrants(thread ThreadRef) func(ctx context.Context) ([
 }
 
 // listGrants posts the channel's grants, with Revoke buttons, to the thread the command came
-// from.
+// from; a channel without grants gets a list that says so and how grants are made (a Slack
+// /loopbot grants has posted a root message for it to go under).
 func (b *Bot) listGrants(ctx context.Context, ev Event) (Result, error) {
-	var none bool
 	err := b.store.Update(ctx, func(tx Tx) error {
-		gs, err := tx.Grants(ev.Thread.ChannelKey())
-		if err != nil {
-			return err
-		}
-		none = len(gs) == 0
-		if none {
-			return nil
-		}
 		return b.recs.put(tx, ev.Thread, b.clock.stamp(), grantsItem(b.recs.newID(), ev.Thread))
 	})
-	if none {
-		return Result{Notice: noticeNoGrants}, err
-	}
 	return Result{}, err
 }
 
@@ -242,7 +230,7 @@ func (b *Bot) revoke(ctx context.Context, who User, from ThreadRef, act *Action)
 func grantsMessage(gs []*ChannelGrant) Message {
 	m := Message{Kind: KindGrants, Title: "Grants in this channel"}
 	if len(gs) == 0 {
-		m.Text = "None: every call that needs approval asks."
+		m.Text = "None: every call that needs approval asks. Approval cards offer Approve for this run and, to approvers, Always allow here."
 		return m
 	}
 	m.Text = "Calls these cover run without asking, in every run of this channel. Dangerous calls always ask."

@@ -160,8 +160,11 @@ func TestGrantAlwaysAndRevoke(t *testing.T) {
 		third := h.mention(ann, "and again")
 		h.settle()
 		h.wantStatus(third.RunID, agent.StatusAwaitingApproval)
-		if got := h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandGrants, User: ann}); !strings.Contains(got.Notice, "No grants") {
-			t.Fatalf("grants after revoke: %q", got.Notice)
+		h.event(bot.Event{Kind: bot.EventCommand, Command: bot.CommandGrants, User: ann})
+		h.settle()
+		lists = h.plat.sent(bot.KindGrants)
+		if last := lists[len(lists)-1].msg; len(last.Buttons) != 0 || !strings.HasPrefix(last.Text, "None") {
+			t.Fatalf("grants after the revoke: %+v", last)
 		}
 	})
 }

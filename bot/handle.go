@@ -137,9 +137,10 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return Result{Notice: notice}, nil
 	}
 	var res Result
-	var stop, pause string
+	var stop, pause, answered string
+	var answer agent.Answer
 	err := b.store.Update(ctx, func(tx Tx) error {
-		res, stop, pause = Result{}, "", ""
+		res, stop, pause, answered = Result{}, "", "", ""
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -165,6 +166,25 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		if err != nil {
 			return err
 		}
+		if ev.Kind == EventReply && controlWords(text) != wordsStop && b.cfg.Policy.mayControl(rec, ev.User) {
+			// A tool of the run waits on a question in this thread (ask.go): the reply of
+			// someone who may control the run answers it, unless it is a stop.
+			q, err := b.pendingQuestion(tx, conv)
+			if err != nil {
+				return err
+			}
+			if q != nil && q.RunID == rec.ID {
+				res.RunID = rec.ID
+				given, notice := q.answerWith(text)
+				if notice != "" {
+					res.Notice = notice
+					return nil
+				}
+				answered = q.ID
+				answer, err = b.answerQuestion(tx, conv, q, ev.User, agent.AnswerGiven, given)
+				return err
+			}
+		}
 		if ev.Kind == EventReply && steerable(rec.Status) {
 			// A plain-words stop or pause is a control, never a note for the model: it is
 			// done below, after the claim commits, exactly as the Cancel or Pause button does.
@@ -187,6 +207,9 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		res.RunID = rec.ID
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
+	if err == nil && answered != "" {
+		b.asks.deliver(answered, answer)
+	}
 	if err == nil && stop != "" {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)
 	}
@@ -388,6 +411,10 @@ func (b *Bot) click(ctx context.Context, ev Event) (Result, error) {
 		return b.cancelRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionContinue:
 		return b.resume(ctx, ev.User, ev.Thread, act)
+	case ActionFeedback:
+		return b.rate(ctx, ev.User, ev.Thread, act)
+	case ActionAnswer, ActionSkip, ActionDecline:
+		return b.answerClick(ctx, ev.User, ev.Thread, act)
 	case ActionPause:
 		return b.pauseRun(ctx, ev.User, ev.Thread, act.RunID)
 	case ActionForget:

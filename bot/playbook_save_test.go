@@ -33,10 +33,12 @@ func TestSaveAsPlaybook(t *testing.T) {
 		if len(answers) != 1 {
 			t.Fatalf("%d answers posted", len(answers))
 		}
+		// The answer's rating buttons come first (bot/feedback.go), Save as playbook last.
 		bs := h.plat.shown(answers[0].ref.ID).Buttons
-		if len(bs) != 1 || bs[0].Label != "Save as playbook" {
-			t.Fatalf("answer buttons = %+v, want Save as playbook", bs)
+		if len(bs) != 3 || bs[2].Label != "Save as playbook" {
+			t.Fatalf("answer buttons = %+v, want the ratings and Save as playbook", bs)
 		}
+		bs = bs[2:]
 		if got := h.click(ann, bs[0].ID); got.Notice != "Only loopbot's approvers can save a run as a playbook." {
 			t.Fatalf("the requester saving = %+v, want refused", got)
 		}

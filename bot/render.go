@@ -22,6 +22,8 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 	switch it.Kind {
 	case OutboxNotice:
 		return Message{Kind: KindNotice, Text: it.Text}, nil
+	case OutboxAsk:
+		return askMessage(tx, it)
 	case OutboxGrants:
 		gs, err := tx.Grants(it.Text)
 		if err != nil {
@@ -48,8 +50,9 @@ func render(tx Tx, it OutboxItem) (Message, error) {
 		return approvalCard(ap, st.Call(ap.CallID)), nil
 	case OutboxAnswer:
 		m := answerMessage(st)
+		m.Buttons = feedbackButtons(rec)
 		if rec.SaveAction != "" {
-			m.Buttons = []Button{{ID: rec.SaveAction, Label: "Save as playbook"}}
+			m.Buttons = append(m.Buttons, Button{ID: rec.SaveAction, Label: "Save as playbook"})
 		}
 		return m, nil
 	case OutboxFailure:
@@ -88,6 +91,19 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	if f, ok := plannerExchange(st.Planning); ok {
+		m.Fields = append(m.Fields, f)
+	}
+	// A queued run is its thread's active run, about to start (or waiting for a free
+	// slot): to the person who asked, it is at work already.
+	switch {
+	case rec.Status == agent.StatusRunning && rec.Asking != "":
+		// A tool of the run waits on a person's answer (ask.go): the run works on, but
+		// for the thread it waits.
+		m.Text = "Waiting for a reply: a question from " + clip(rec.Asking, 100)
+	case rec.Status == agent.StatusRunning || rec.Status == agent.StatusQueued:
+		m.Working, m.Activity = true, p.Current
+	}
 	m.Steps, m.EarlierSteps = runSteps(st)
 	m.Footer = fmt.Sprintf("Step %d · %s · %d tokens · $%.4f", p.Step, p.Elapsed.Round(time.Second), p.Usage.Total(), p.Usage.Cost) + autonomyFooter(st)
 	if !rec.Status.Terminal() && rec.CancelAction != "" {
@@ -97,6 +113,28 @@ func statusCard(rec *RunRecord) Message {
 		m.Text += " (pausing at the next step, asked by " + rec.PauseBy + ")"
 	}
 	return m
+}
+
+// plannerExchange is the latest question an executor asked and the answer it got, collapsed
+// to a line each, for the card of a planned run; the whole conversation is in
+// `loopbot runs show`.
+func plannerExchange(p *agent.Planning) (Field, bool) {
+	q, a := p.LastQuestion()
+	if q == nil {
+		return Field{}, false
+	}
+	v := clip(strings.Join(strings.Fields(q.Text), " "), 200)
+	switch {
+	case a != nil:
+		who := "Planner"
+		if a.From != "planner" {
+			who = "Answered by " + strings.TrimPrefix(a.From, "person ")
+		}
+		v += "\n" + who + ": " + clip(strings.Join(strings.Fields(a.Text), " "), 200)
+	default:
+		v += "\n(waiting for an answer)"
+	}
+	return Field{Name: "Question from " + q.From, Value: v}, true
 }
 
 // statusLabel says where a run is in words.

@@ -28,6 +28,9 @@ type scheduler struct {
 	wake chan struct{}
 	// sent is told that the outbox has new items.
 	sent func()
+	// ask puts a tool's question to the run's thread (Bot.ask); nil in tests of the
+	// scheduler alone.
+	ask func(ctx context.Context, runID, callID string, q agent.Question) (agent.Answer, error)
 	// streams shows runs' answers as they are written (stream.go); nil streams nothing.
 	streams *streams
 	// own holds the leases of the runs this replica works on (lease.go); nil for a store
@@ -180,7 +183,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Autonomy: s.autonomyHook(rec.Thread),
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask, Autonomy: s.autonomyHook(rec.Thread),
 		Grants: s.channelGrants(rec.Thread), Hold: s.holdRequested(id)}
 	stream := s.streams.open(rec)
 	if stream != nil {

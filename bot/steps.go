@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,12 +52,13 @@ const (
 
 // loopTools are the loop's own tools: their effect is already on the card (the plan) or in
 // the thread (the question), so they are not steps.
-var loopTools = map[string]bool{"update_plan": true, "ask_user": true}
+var loopTools = map[string]bool{"update_plan": true, "ask_user": true, "ask_planner": true}
 
 // runSteps returns the run's newest steps, oldest first, and how many older ones were left
 // out.
 func runSteps(st *agent.State) (steps []Step, earlier int) {
-	for _, c := range st.Calls {
+	// A planned run's calls are its executors' (State.AllCalls), step by step.
+	for _, c := range st.AllCalls() {
 		if loopTools[c.Name] {
 			continue
 		}
@@ -181,4 +183,51 @@ func withFiles(m Message, st *agent.State) Message {
 		m.Footer = "Files written: " + strings.Join(files, ", ")
 	}
 	return m
+}
+
+// Took says how long the step took as people read it (340 ms, 2.1 s, 3m5s); "" when it is
+// not known or not over.
+func (s Step) Took() string {
+	d := s.Duration
+	switch {
+	case d <= 0:
+		return ""
+	case d < time.Millisecond:
+		return "<1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
+	return d.Round(time.Second).String()
+}
+
+// stepMarks mark a step's status in plain text.
+var stepMarks = map[StepStatus]string{
+	StepWaiting:  "…",
+	StepRunning:  "▸",
+	StepDone:     "✓",
+	StepFailed:   "✗",
+	StepRejected: "⊘",
+}
+
+// StepsLine is a card's steps as one line of plain text, for a platform that shows no
+// more than that (Slack, Discord): each call's mark, tool and time, the newest last. It is
+// "" for a card without steps.
+func (m Message) StepsLine() string {
+	if len(m.Steps) == 0 {
+		return ""
+	}
+	var parts []string
+	if m.EarlierSteps > 0 {
+		parts = append(parts, strconv.Itoa(m.EarlierSteps)+" earlier")
+	}
+	for _, s := range m.Steps {
+		p := stepMarks[s.Status] + " " + s.Tool
+		if t := s.Took(); t != "" {
+			p += " " + t
+		}
+		parts = append(parts, strings.TrimSpace(p))
+	}
+	return "Tool calls: " + strings.Join(parts, " · ")
 }

@@ -168,3 +168,17 @@ func TestWrittenFiles(t *testing.T) {
 		t.Errorf("files written: %q, want a.md,docs/b.md", got)
 	}
 }
+
+func TestStepsLine(t *testing.T) {
+	m := bot.Message{EarlierSteps: 1, Steps: []bot.Step{
+		{Tool: "a", Status: bot.StepDone, Duration: 500 * time.Microsecond},
+		{Tool: "b", Status: bot.StepRejected},
+		{Tool: "c", Status: bot.StepRunning, Duration: 90 * time.Second},
+	}}
+	if got, want := m.StepsLine(), "Tool calls: 1 earlier · ✓ a <1 ms · ⊘ b · ▸ c 1m30s"; got != want {
+		t.Errorf("StepsLine() = %q, want %q", got, want)
+	}
+	if got := (bot.Message{}).StepsLine(); got != "" {
+		t.Errorf("a card without steps: %q", got)
+	}
+}

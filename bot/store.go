@@ -67,6 +67,12 @@ type Tx interface {
 	Action(id string) (*Action, error)
 	PutAction(a *Action) error
 
+	// PutFeedback stores one person's rating of one run's answer, replacing the rating
+	// they gave it before: there is one per person (User.ID) per run.
+	PutFeedback(f *Feedback) error
+	// Feedback lists the ratings of one run's answer, or of every run when runID is empty.
+	Feedback(runID string) ([]*Feedback, error)
+
 	// ClaimEvent is Store.ClaimEvent inside the transaction: the claim commits together
 	// with what the transaction does about the event, so a failure loses neither.
 	ClaimEvent(id string, now time.Time, ttl time.Duration) (first bool, err error)
@@ -121,6 +127,13 @@ type RunRecord struct {
 	CancelAction   string `json:"cancel_action,omitempty"`
 	ContinueAction string `json:"continue_action,omitempty"`
 	StopAction     string `json:"stop_action,omitempty"`
+	// Asking names who asks the question a call of the run waits on (Conversation.Asking),
+	// for the status card, while it waits.
+	Asking string `json:"asking,omitempty"`
+	// FeedbackUpAction and FeedbackDownAction are the opaque IDs of the answer's rating
+	// buttons, made when the run completes.
+	FeedbackUpAction   string `json:"feedback_up_action,omitempty"`
+	FeedbackDownAction string `json:"feedback_down_action,omitempty"`
 	// PauseAction is the opaque ID of the card's Pause button; PauseBy names who asked the
 	// run to pause, until the loop has paused it (pause.go).
 	PauseAction string `json:"pause_action,omitempty"`
@@ -146,6 +159,11 @@ type Conversation struct {
 	// shows it took them (steering); NoteSeq numbers them.
 	Notes   []RunNote `json:"notes,omitempty"`
 	NoteSeq int       `json:"note_seq,omitempty"`
+	// Asking is the question a tool of the active run waits on (an MCP server's
+	// elicitation), until it is answered or closed (ask.go).
+	Asking *PendingQuestion `json:"asking,omitempty"`
+	// Asked are the latest closed questions, kept for their cards' edits.
+	Asked []*PendingQuestion `json:"asked,omitempty"`
 }
 
 // RunNote is one thing a person said to a working run.
@@ -224,6 +242,13 @@ const (
 	ActionCancel   ActionKind = "cancel"
 	ActionContinue ActionKind = "continue"
 	ActionStop     ActionKind = "stop"
+	// ActionFeedback rates a run's answer; the action's Feedback says how.
+	ActionFeedback ActionKind = "feedback"
+	// ActionAnswer answers a tool's question with the action's Answer; ActionSkip skips an
+	// optional one and ActionDecline declines it.
+	ActionAnswer  ActionKind = "answer"
+	ActionSkip    ActionKind = "skip"
+	ActionDecline ActionKind = "decline"
 	// ActionApproveRun approves the call and grants its tool for the rest of the run;
 	// ActionApproveAlways approves it and grants the tool and the call's pattern in the
 	// channel (approvers only); ActionRejectStop rejects it and ends the run; ActionRevoke
@@ -246,6 +271,12 @@ type Action struct {
 	Kind       ActionKind `json:"kind"`
 	RunID      string     `json:"run_id"`
 	ApprovalID string     `json:"approval_id,omitempty"`
+	// Feedback is the rating an ActionFeedback gives.
+	Feedback FeedbackValue `json:"feedback,omitempty"`
+	// Question is the ID of the question an ActionAnswer, ActionSkip or ActionDecline
+	// answers, and Answer the option an ActionAnswer chooses.
+	Question string `json:"question,omitempty"`
+	Answer   string `json:"answer,omitempty"`
 	// GrantID is the channel grant a Revoke button removes.
 	GrantID string `json:"grant_id,omitempty"`
 	// Channel and Fact name the memory fact of a Forget button; Listing is the outbox key of
@@ -283,6 +314,7 @@ const (
 	OutboxFailure      OutboxKind = "failure"       // post a failure or budget summary
 	OutboxQuestion     OutboxKind = "question"      // post a question or pause notice
 	OutboxNotice       OutboxKind = "notice"        // post Text to the thread
+	OutboxAsk          OutboxKind = "ask"           // post a tool's question (Conversation.Asking)
 	OutboxGrants       OutboxKind = "grants"        // post the grants of the channel Text names
 	OutboxMemory       OutboxKind = "memory"        // post a channel's memory with Forget buttons
 )

@@ -182,6 +182,11 @@ type Message struct {
 	Buttons []Button   `json:"buttons,omitempty"`
 	// Footer is a short context line (step, elapsed, tokens, cost).
 	Footer string `json:"footer,omitempty"`
+	// Working marks the status card of a run that is working, and Activity says on what
+	// when the plan tells: a platform with a thread status of its own (Slack's assistant
+	// threads) shows them there too.
+	Working  bool   `json:"working,omitempty"`
+	Activity string `json:"activity,omitempty"`
 	// Steps are the run's tool calls, newest last (steps.go); EarlierSteps counts older
 	// ones left out.
 	Steps        []Step `json:"steps,omitempty"`
@@ -225,6 +230,9 @@ type Button struct {
 	Style ButtonStyle `json:"style,omitempty"`
 	// Confirm, if set, asks the clicker to confirm first (dangerous calls).
 	Confirm string `json:"confirm,omitempty"`
+	// Feedback marks a rating button of an answer (FeedbackUp or FeedbackDown), which a
+	// platform with a rating control of its own (Slack's feedback buttons) draws as that.
+	Feedback FeedbackValue `json:"feedback,omitempty"`
 	// Reason, if set, is the label of a text field an adapter that can opens before it
 	// sends the click (a Slack or Discord modal, a field in the console); what is typed
 	// comes back as the click's Event.Text. A platform that cannot ask sends the plain click.

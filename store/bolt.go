@@ -53,6 +53,7 @@ var (
 	bucketEventExpiry   = []byte("event_expiry") // expiry time + event ID -> nothing
 	bucketAudit         = []byte("audit")
 	bucketOutbox        = []byte("outbox")
+	bucketFeedback      = []byte("feedback") // run ID + NUL + user ID -> bot.Feedback
 	bucketMeta          = []byte("meta")
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
 	bucketMemory        = []byte("memory")     // channel + NUL + fact ID -> bot.MemoryFact
@@ -60,7 +61,7 @@ var (
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory, bucketGrants,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory, bucketGrants,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

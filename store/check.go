@@ -112,6 +112,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketActions):       decodes[bot.Action],
 	string(bucketAudit):         decodes[bot.AuditEntry],
 	string(bucketOutbox):        decodes[bot.OutboxItem],
+	string(bucketFeedback):      decodes[bot.Feedback],
 	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
 	string(bucketGrants):        decodes[bot.ChannelGrant],
 	string(bucketMemory):        decodes[bot.MemoryFact],

@@ -25,6 +25,7 @@
 //	event_expiry    8-byte expiry time + delivery ID -> empty (the purge index)
 //	audit           8-byte time + 8-byte sequence -> bot.AuditEntry
 //	outbox          item key -> bot.OutboxItem
+//	feedback        run ID + NUL + user ID -> bot.Feedback (one rating per person per answer)
 //	grants          grant ID -> bot.ChannelGrant (channel grants, grants.go)
 //	meta            "schema_version" -> 3
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
@@ -62,7 +63,7 @@
 // if not.
 //
 // A record that is whole but does not decode is quarantined (quarantine.go): in the
-// conversations, approvals, actions, audit and outbox buckets, a getter treats it as absent
+// conversations, approvals, actions, audit, outbox and feedback buckets, a getter treats it as absent
 // (bot.ErrNotFound) and a scan skips it, so one bad outbox item does not stop the dispatcher;
 // once the transaction has ended it is moved to the quarantine bucket in a write of its own,
 // and the hook of WithQuarantineHook is told. The quarantine bucket needs no new schema

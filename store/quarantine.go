@@ -34,6 +34,7 @@ var quarantinable = map[string]bool{
 	string(bucketActions):       true,
 	string(bucketAudit):         true,
 	string(bucketOutbox):        true,
+	string(bucketFeedback):      true,
 	string(bucketAutonomy):      true,
 	string(bucketGrants):        true,
 	string(bucketMemory):        true,

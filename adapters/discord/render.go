@@ -125,6 +125,10 @@ func renderCard(m bot.Message) outgoing {
 			Inline: !f.Code && len(f.Value) <= 40,
 		})
 	}
+	// A card's tool calls, as one field: the console folds out their arguments and results.
+	if l := m.StepsLine(); l != "" && len(e.Fields) < maxFields {
+		e.Fields = append(e.Fields, &discordgo.MessageEmbedField{Name: "Tool calls", Value: text.ClipBytes(escape(strings.TrimPrefix(l, "Tool calls: ")), maxFieldValue)})
+	}
 	if m.Footer != "" {
 		e.Footer = &discordgo.MessageEmbedFooter{Text: text.ClipBytes(escape(m.Footer), maxFooter)}
 	}

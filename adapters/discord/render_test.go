@@ -40,6 +40,29 @@ var renderCases = []struct {
 	name string
 	msg  bot.Message
 }{
+	{"status_plan", bot.Message{
+		Kind: bot.KindStatus, Title: "Announce the release", Text: "Working: s3: write the announcement (executor s3)",
+		Plan: []bot.PlanLine{
+			{Text: "s1: find the release date", Status: "done"},
+			{Text: "s2: find the price", Status: "done"},
+			{Text: "s3: write the announcement (executor s3)", Status: "in_progress"},
+			{Text: "s4: post it (executor s4, waiting for approval)", Status: "in_progress"},
+		},
+		Fields:  []bot.Field{{Name: "Question from executor s3", Value: "Which date format?\nPlanner: 3 March 2027, as in the changelog."}},
+		Footer:  "Step 9 · 41s · 8120 tokens · $0.0162",
+		Buttons: []bot.Button{{ID: "cancelplan", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
+	}},
+	// A card's tool calls are one field.
+	{"status_steps", bot.Message{
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Steps: []bot.Step{
+			{ID: "c1", Tool: "list_files", Status: bot.StepDone, Duration: 12e6},
+			{ID: "c2", Tool: "shell", Status: bot.StepFailed, Duration: 2100e6},
+			{ID: "c3", Tool: "<@here>_*x*", Status: bot.StepWaiting},
+		},
+		EarlierSteps: 2,
+		Footer:       "step 5 · 14s",
+	}},
 	{"status", bot.Message{
 		Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue #12",
 		Plan: []bot.PlanLine{
@@ -78,6 +101,10 @@ var renderCases = []struct {
 		Footer: "Requested by Alice's run",
 	}},
 	{"answer", bot.Message{Kind: bot.KindAnswer, Text: "There are **3** open issues. Ping <@123> or @here? No: <@&456> and @everyone stay quiet."}},
+	{"answer_rated", bot.Message{Kind: bot.KindAnswer, Text: "The answer is **42**.", Buttons: []bot.Button{
+		{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+		{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+	}}},
 	{"answer_split", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("Line of the answer, long enough to fill the message.\n", 50) + "\n```go\n" + strings.Repeat("fmt.Println(\"code\")\n", 60) + "```\n\nThe end."}},
 	{"answer_attached", bot.Message{Kind: bot.KindAnswer, Text: strings.Repeat("A paragraph of the answer.\n\n", 400)}},
 	{"failure", bot.Message{Kind: bot.KindFailure, Title: "Run failed", Text: "The model kept failing.\n\nDone: listed issues. Not done: the summary."}},

@@ -24,6 +24,8 @@ type Adapter struct {
 	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
 	// that tests can fill one.
 	queueCap int
+	// status is what each thread's assistant status was last set to (Config.Assistant).
+	status statuses
 	// streams are the answers being streamed (stream.go).
 	streams streams
 }
@@ -70,10 +72,12 @@ func (a *Adapter) Name() string { return platform }
 func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Message) (bot.MessageRef, error) {
 	if msg.Kind == bot.KindAnswer {
 		if ref, ok := a.finishStream(ctx, thread, msg); ok {
+			// The stream was a post in the thread: Slack cleared its status.
+			a.status.forget(thread)
 			return ref, nil
 		}
 	}
-	parts, err := render(msg, false)
+	parts, err := render(msg, false, a.cfg.Assistant)
 	if err != nil {
 		return bot.MessageRef{}, &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}
 	}
@@ -96,12 +100,15 @@ func (a *Adapter) Post(ctx context.Context, thread bot.ThreadRef, msg bot.Messag
 			ref.ID = ts
 		}
 	}
+	// Slack clears an assistant thread's status when the app posts in it.
+	a.status.forget(thread)
+	a.threadStatus(ctx, thread, msg)
 	return ref, nil
 }
 
 // Update replaces a posted message with msg, rendered as one message.
 func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Message) error {
-	parts, err := render(msg, true)
+	parts, err := render(msg, true, a.cfg.Assistant)
 	if err != nil {
 		return &bot.PermanentError{Err: fmt.Errorf("render %s message: %w", msg.Kind, err)}
 	}
@@ -111,6 +118,7 @@ func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messag
 	if err != nil {
 		return classify("update "+string(msg.Kind)+" message", err)
 	}
+	a.threadStatus(ctx, ref.Thread, msg)
 	return nil
 }
 

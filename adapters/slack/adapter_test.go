@@ -147,6 +147,9 @@ func TestConfigValidation(t *testing.T) {
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", AllowedChannels: []string{"#general"}}, "AllowedChannels"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", DrainTimeout: -1}, "DrainTimeout"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/ask"}, ""},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Assistant: true, SuggestedPrompts: []string{}}, ""},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", SuggestedPrompts: []string{"a", "b", "c", "d", "e"}}, "SuggestedPrompts"},
+		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", SuggestedPrompts: []string{"a", " "}}, "SuggestedPrompts"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "loopbot"}, "Command"},
 		{Config{BotToken: "xoxb-1", AppToken: "xapp-1", Command: "/loop bot"}, "Command"},
 	}
@@ -164,7 +167,7 @@ func TestConfigValidation(t *testing.T) {
 // TestRenderedJSONIsBlockKit checks that what is posted parses back as Slack blocks.
 func TestRenderedJSONIsBlockKit(t *testing.T) {
 	parts, err := render(bot.Message{Kind: bot.KindApproval, Title: "Run shell?", Text: "why", Fields: []bot.Field{{Name: "command", Value: "ls", Code: true}},
-		Buttons: []bot.Button{{ID: "a", Label: "Approve", Style: bot.StylePrimary}, {ID: "r", Label: "Reject", Style: bot.StyleDanger, Confirm: "Sure?"}}}, false)
+		Buttons: []bot.Button{{ID: "a", Label: "Approve", Style: bot.StylePrimary}, {ID: "r", Label: "Reject", Style: bot.StyleDanger, Confirm: "Sure?"}}}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

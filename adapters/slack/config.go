@@ -55,9 +55,15 @@ type Config struct {
 	Command string `toml:"command"`
 	// Assistant says the app has Slack's Agents & AI Apps features (assistant:write): the
 	// answer is streamed into the thread with chat.startStream, appendStream and stopStream,
-	// and the run's plan shows there as task cards (stream.go). If Slack refuses to stream,
-	// the adapter falls back to its Block Kit messages for the rest of the process.
+	// and the run's plan shows there as task cards (stream.go); if Slack refuses to stream,
+	// the adapter falls back to its Block Kit messages for the rest of the process. A
+	// working run also shows as the thread's status (assistant.threads.setStatus), a new
+	// assistant thread offers SuggestedPrompts, and answers are rated with Slack's feedback
+	// buttons (assistant.go). Off, answers carry plain rating buttons.
 	Assistant bool `toml:"assistant"`
+	// SuggestedPrompts are offered when a person opens a new thread in the assistant view
+	// (Assistant only), at most 4; DefaultSuggestedPrompts when not set, none when empty.
+	SuggestedPrompts []string `toml:"suggested_prompts"`
 	// DrainTimeout bounds how long Run keeps handling events it has acknowledged after its
 	// context ends; 10s when zero.
 	DrainTimeout time.Duration `toml:"-"`
@@ -79,6 +85,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ListenAddr == "" {
 		c.ListenAddr = ":3000"
+	}
+	if c.SuggestedPrompts == nil {
+		c.SuggestedPrompts = DefaultSuggestedPrompts
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
@@ -113,6 +122,14 @@ func (c Config) validate() error {
 	}
 	if !slashName.MatchString(c.Command) {
 		errs = append(errs, fieldErr("Command", "%q is not a slash command name (a / then lowercase letters, digits, - or _)", c.Command))
+	}
+	if len(c.SuggestedPrompts) > maxSuggestedPrompts {
+		errs = append(errs, fieldErr("SuggestedPrompts", "%d prompts; Slack shows at most %d", len(c.SuggestedPrompts), maxSuggestedPrompts))
+	}
+	for _, p := range c.SuggestedPrompts {
+		if strings.TrimSpace(p) == "" {
+			errs = append(errs, fieldErr("SuggestedPrompts", "an empty prompt"))
+		}
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fieldErr("DrainTimeout", "must not be negative"))

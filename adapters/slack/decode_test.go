@@ -229,6 +229,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"type":"url_verification","challenge":"c"}`))
 	f.Add(callbackJSON(`{"type":"app_mention","user":"U1","text":"<@UBOT> x","ts":"1.000001","channel":"C1","edited":{"user":"U1","ts":"2.0"}}`))
 	f.Add([]byte(`{"type":"event_callback","team_id":"T2","event_id":"E","authorizations":[{"team_id":"T1"}],"event":{"type":"app_mention","user":"U1","text":"x","ts":"1.1","channel":"C1"}}`))
+	f.Add(callbackJSON(`{"type":"assistant_thread_started","assistant_thread":{"user_id":"U1","channel_id":"D1","thread_ts":"1.1"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, ok, err := decodeEvent(body, self)
 		if err != nil && ok {
@@ -238,6 +239,13 @@ func FuzzDecodeEvent(f *testing.F) {
 			if verr := ev.Validate(); verr != nil {
 				t.Fatalf("decoded an invalid event %+v: %v", ev, verr)
 			}
+		}
+		id, thread, ok, err := decodeThreadStarted(body)
+		if err != nil && ok {
+			t.Fatal("thread start ok with an error")
+		}
+		if ok && (id == "" || !thread.Valid()) {
+			t.Fatalf("decoded a thread start without its event or thread: %q %+v", id, thread)
 		}
 	})
 }
@@ -282,4 +290,37 @@ func FuzzDecodeCommand(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeFeedbackClick decodes a click on Slack's feedback buttons like any button's: by
+// the clicked button's value, the rating's opaque ID.
+func TestDecodeFeedbackClick(t *testing.T) {
+	ev, ok, err := decodeInteraction(fixture(t, "events/block_actions_feedback.json"))
+	if err != nil || !ok {
+		t.Fatalf("ok %v err %v", ok, err)
+	}
+	want := bot.Event{Kind: bot.EventAction, ID: "action:1234567890.987654321.feedbackabc", User: bot.User{ID: "U1", Name: "ann"},
+		Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: "D1", Thread: "1700000000.000100"}, ActionID: "down000000000000000000000000000b", At: ev.At}
+	if ev != want {
+		t.Errorf("decoded %+v\nwant    %+v", ev, want)
+	}
+}
+
+func TestDecodeThreadStarted(t *testing.T) {
+	id, thread, ok, err := decodeThreadStarted(fixture(t, "events/assistant_thread_started.json"))
+	if err != nil || !ok || id != "Ev0ASSIST1" || thread != (bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: "D123ABC456", Thread: "1729999327.187299"}) {
+		t.Errorf("decoded %q %+v %v %v", id, thread, ok, err)
+	}
+	for name, body := range map[string]string{
+		"a mention":  `{"type":"event_callback","event_id":"E1","event":{"type":"app_mention","channel":"C1","ts":"1.1","user":"U1"}}`,
+		"not json":   `{`,
+		"a url test": `{"type":"url_verification","challenge":"x"}`,
+	} {
+		if _, _, ok, err := decodeThreadStarted([]byte(body)); ok || err != nil {
+			t.Errorf("%s: ok %v err %v, want ignored", name, ok, err)
+		}
+	}
+	if _, _, ok, err := decodeThreadStarted([]byte(`{"type":"event_callback","event_id":"E1","event":{"type":"assistant_thread_started","assistant_thread":{"user_id":"U1"}}}`)); ok || err == nil {
+		t.Errorf("a thread start without its thread: ok %v err %v, want an error", ok, err)
+	}
 }

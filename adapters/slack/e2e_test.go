@@ -153,8 +153,10 @@ type e2e struct {
 	path  string
 	done  chan handled
 	// assistant and stream turn on the app's agent features and the model's streaming at
-	// the next start.
+	// the next start; slackCfg is the rest of the adapter's config beyond the credentials
+	// and the fake's URL.
 	assistant, stream bool
+	slackCfg          Config
 
 	// The running process.
 	db      *store.DB
@@ -210,7 +212,10 @@ func (e *e2e) start() {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := New(Config{BotToken: "xoxb-test", AppToken: "xapp-1-test", APIURL: e.f.apiURL(), Assistant: e.assistant}, WithLogger(logger))
+	scfg := e.slackCfg
+	scfg.BotToken, scfg.AppToken, scfg.APIURL = "xoxb-test", "xapp-1-test", e.f.apiURL()
+	scfg.Assistant = e.assistant
+	a, err := New(scfg, WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

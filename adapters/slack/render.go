@@ -80,8 +80,13 @@ var errBadButton = errors.New("bad button")
 // message (they are edited in place), as is anything rendered for an edit (single): body
 // text that does not fit is cut with a mark. The other kinds are split into as many messages
 // as their text needs, each within every limit; the header goes on the first and the plan,
-// fields, footer and buttons on the last.
-func render(m bot.Message, single bool) ([]payload, error) {
+// fields, footer and buttons on the last. For an app with Slack's agent features
+// (assistant), an answer's rating buttons are Slack's feedback buttons.
+func render(m bot.Message, single, assistant bool) ([]payload, error) {
+	var rating slack.Block
+	if assistant {
+		rating, m.Buttons = feedbackBlock(m.Buttons)
+	}
 	buttons, err := renderButtons(m.Buttons)
 	if err != nil {
 		return nil, err
@@ -107,11 +112,18 @@ func render(m bot.Message, single bool) ([]payload, error) {
 		tail = append(tail, b)
 	}
 	tail = append(tail, renderFields(m.Fields)...)
+	// A card's tool calls, as one line: the console folds out their arguments and results.
+	if l := m.StepsLine(); l != "" {
+		tail = append(tail, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clipMrkdwn(escape(l), maxContextText), false, false)))
+	}
 	if f := strings.TrimSpace(m.Footer); f != "" {
 		tail = append(tail, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clipMrkdwn(escape(f), maxContextText), false, false)))
 	}
 	if len(buttons) > 0 {
 		tail = append(tail, slack.NewActionBlock("loopbot_actions", buttons...))
+	}
+	if rating != nil {
+		tail = append(tail, rating)
 	}
 
 	var out []payload

@@ -26,6 +26,29 @@ func approvalButtons() []bot.Button {
 
 // goldenMessages are one message of each kind, plus the edge cases of escaping and length.
 var goldenMessages = map[string]bot.Message{
+	"status_plan": {
+		Kind: bot.KindStatus, Title: "Announce the release", Text: "Working: s3: write the announcement (executor s3)",
+		Plan: []bot.PlanLine{
+			{Text: "s1: find the release date", Status: "done"},
+			{Text: "s2: find the price", Status: "done"},
+			{Text: "s3: write the announcement (executor s3)", Status: "in_progress"},
+			{Text: "s4: post it (executor s4, waiting for approval)", Status: "in_progress"},
+		},
+		Fields:  []bot.Field{{Name: "Question from executor s3", Value: "Which date format?\nPlanner: 3 March 2027, as in the changelog."}},
+		Footer:  "Step 9 · 41s · 8120 tokens · $0.0162",
+		Buttons: []bot.Button{{ID: "cancelplan", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
+	},
+	// A card's tool calls are one context line.
+	"status_steps": {
+		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",
+		Steps: []bot.Step{
+			{ID: "c1", Tool: "list_files", Status: bot.StepDone, Duration: 12e6},
+			{ID: "c2", Tool: "shell", Status: bot.StepFailed, Duration: 2100e6},
+			{ID: "c3", Tool: "<@here>_*x*", Status: bot.StepWaiting},
+		},
+		EarlierSteps: 2,
+		Footer:       "step 5 · 14s",
+	},
 	"status": {
 		Kind: bot.KindStatus, Title: "Working on it",
 		Text: "Summarise the open issues in **loopbot/loopbot** and draft a release note",
@@ -109,6 +132,16 @@ var goldenMessages = map[string]bot.Message{
 		Text:   "## Summary\nThere are **3** open issues:\n- #12 flaky test\n- #14 docs\n\nSee [the tracker](https://github.com/loopbot/loopbot/issues?q=is:open&sort=new) or run `go test ./...`:\n```go\nif a < b && b > c {\n}\n```",
 		Footer: "7 steps · 2m03s · $0.04",
 	},
+	// An answer with its rating buttons: plain buttons, or with Slack's agent features
+	// (goldenAssistant) Slack's feedback buttons.
+	"answer_rated": {
+		Kind: bot.KindAnswer,
+		Text: "The answer is **42**.",
+		Buttons: []bot.Button{
+			{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp},
+			{ID: "down000000000000000000000000000b", Label: "👎 Not helpful", Feedback: bot.FeedbackDown},
+		},
+	},
 	"failure": {
 		Kind: bot.KindFailure, Title: "Run failed",
 		Text:   "The budget of 30 steps ran out.\nDone: listed issues. Not done: the release note.",
@@ -150,10 +183,25 @@ var goldenMessages = map[string]bot.Message{
 	},
 }
 
+// goldenAssistant are the messages also rendered for an app with Slack's agent features,
+// into name_assistant.golden.
+var goldenAssistant = []string{"answer_rated", "status"}
+
 func TestGolden(t *testing.T) {
+	type goldenCase struct {
+		m         bot.Message
+		assistant bool
+	}
+	all := map[string]goldenCase{}
 	for name, m := range goldenMessages {
+		all[name] = goldenCase{m, false}
+	}
+	for _, name := range goldenAssistant {
+		all[name+"_assistant"] = goldenCase{goldenMessages[name], true}
+	}
+	for name, g := range all {
 		t.Run(name, func(t *testing.T) {
-			parts, err := render(m, false)
+			parts, err := render(g.m, false, g.assistant)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +237,7 @@ func golden(t *testing.T, name, got string) {
 // TestEscaped checks what the golden file shows: no text of the model or the bot can
 // mention anyone, broadcast or link somewhere other than an http(s) URL.
 func TestEscaped(t *testing.T) {
-	parts, err := render(goldenMessages["escaped"], false)
+	parts, err := render(goldenMessages["escaped"], false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +254,7 @@ func TestEscaped(t *testing.T) {
 }
 
 func TestLongAnswerSplits(t *testing.T) {
-	parts, err := render(goldenMessages["answer_10k"], false)
+	parts, err := render(goldenMessages["answer_10k"], false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +276,7 @@ func TestLongAnswerSplits(t *testing.T) {
 	// Status cards are edited in place, so they never split: too much text is cut.
 	long := goldenMessages["status"]
 	long.Text = strings.Repeat("x ", 60000)
-	parts, err = render(long, false)
+	parts, err = render(long, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +336,19 @@ func checkLimits(t testing.TB, parts []payload) {
 						textLimit(t, "confirm title", c.Title, maxConfirmTitle)
 						textLimit(t, "confirm text", c.Text, maxConfirmText)
 						textLimit(t, "confirm button", c.Confirm, maxConfirmButton)
+					}
+				}
+			case *slack.ContextActionsBlock:
+				for _, e := range b.Elements.ElementSet {
+					fb := e.(*slack.FeedbackButtonsBlockElement)
+					if !strings.HasPrefix(fb.ActionID, actionPrefix) {
+						t.Errorf("feedback action_id %q", fb.ActionID)
+					}
+					for _, btn := range []*slack.FeedbackButton{fb.PositiveButton, fb.NegativeButton} {
+						textLimit(t, "feedback button", btn.Text, maxButtonText)
+						if btn.Value == "" || len(btn.Value) > maxButtonValue {
+							t.Errorf("feedback button value of %d bytes", len(btn.Value))
+						}
 					}
 				}
 			default:
@@ -361,7 +422,7 @@ func TestClipMrkdwn(t *testing.T) {
 		}
 	}
 	// A field of white space longer than a field renders.
-	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false); err != nil {
+	if _, err := render(bot.Message{Kind: bot.KindAnswer, Fields: []bot.Field{{Name: "n", Value: strings.Repeat(" ", 3000)}}}, false, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -422,7 +483,7 @@ func FuzzRender(f *testing.F) {
 		}
 		for _, kind := range []bot.MessageKind{bot.KindAnswer, bot.KindStatus} {
 			m.Kind = kind
-			parts, err := render(m, false)
+			parts, err := render(m, false, false)
 			if err != nil {
 				if !strings.Contains(err.Error(), errBadButton.Error()) {
 					t.Fatal(err)
@@ -432,4 +493,23 @@ func FuzzRender(f *testing.F) {
 			checkLimits(t, parts)
 		}
 	})
+}
+
+// TestFeedbackBlockNeedsBoth: Slack's feedback buttons element has a positive and a negative
+// button; a message with only one rating button, or an ID too long for a value, keeps plain
+// buttons.
+func TestFeedbackBlockNeedsBoth(t *testing.T) {
+	up := bot.Button{ID: "up00000000000000000000000000000a", Label: "👍 Helpful", Feedback: bot.FeedbackUp}
+	down := bot.Button{ID: strings.Repeat("d", maxButtonValue+1), Label: "👎 Not helpful", Feedback: bot.FeedbackDown}
+	for name, buttons := range map[string][]bot.Button{
+		"only up":         {up},
+		"long down":       {up, down},
+		"no rating":       {{ID: "x", Label: "Cancel"}},
+		"two up, no down": {up, up},
+	} {
+		block, rest := feedbackBlock(buttons)
+		if block != nil || len(rest) != len(buttons) {
+			t.Errorf("%s: block %v, %d buttons left of %d", name, block, len(rest), len(buttons))
+		}
+	}
 }

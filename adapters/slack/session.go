@@ -36,6 +36,9 @@ type job struct {
 	// historyBefore, if set, is the ts of a mention in the middle of a thread: the thread's
 	// messages before it are fetched for ev.History.
 	historyBefore string
+	// prompts marks a new assistant thread (ev names it): it gets the suggested prompts and
+	// never reaches the bot.
+	prompts bool
 	// reason, if set, is a click that asks for a reason first (modal.go).
 	reason *reasonClick
 }
@@ -221,6 +224,10 @@ func (s *session) process(j job) {
 		s.a.log.Error("slack: acknowledged event dropped at shutdown", "event", j.ev.ID, "kind", j.ev.Kind)
 		return
 	}
+	if j.prompts {
+		s.a.suggestPrompts(ctx, j.ev.Thread)
+		return
+	}
 	if j.reason != nil {
 		err := s.a.openReason(ctx, *j.reason)
 		if err == nil {
@@ -293,6 +300,15 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 
 // fromEvent turns a decoded Events API callback into a job, or nothing.
 func (s *session) fromEvent(body []byte) (job, bool) {
+	if id, thread, ok, err := decodeThreadStarted(body); ok || err != nil {
+		if err != nil {
+			s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
+		}
+		if !ok || !s.a.cfg.Assistant || !s.allowed(thread.Channel) {
+			return job{}, false
+		}
+		return job{ev: bot.Event{ID: id, Thread: thread}, prompts: true}, true
+	}
 	ev, ts, ok, err := decodeMessage(body, s.self)
 	switch {
 	case err != nil:

@@ -284,7 +284,7 @@ func (a *Adapter) stopWithTail(ctx context.Context, st *openStream, msg bot.Mess
 	tail := msg
 	tail.Title, tail.Text = "", ""
 	var opts []slack.MsgOption
-	if parts, err := render(tail, true); err == nil && len(parts[0].Blocks) > 0 {
+	if parts, err := render(tail, true, a.cfg.Assistant); err == nil && len(parts[0].Blocks) > 0 {
 		opts = append(opts, slack.MsgOptionBlocks(parts[0].Blocks...))
 	}
 	if _, _, err := a.api.StopStreamContext(ctx, st.channel, st.ts, opts...); err != nil {

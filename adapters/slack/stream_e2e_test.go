@@ -13,9 +13,16 @@ import (
 // model streams.
 func newStreamingE2E(t *testing.T, script ...llmtest.Step) *e2e {
 	t.Helper()
+	return agentE2E(t, true, script...)
+}
+
+// agentE2E is an e2e world whose app has the Agents & AI Apps features, and whose model
+// streams if stream is set.
+func agentE2E(t *testing.T, stream bool, script ...llmtest.Step) *e2e {
+	t.Helper()
 	e := newE2E(t, bot.Config{}, script...)
 	e.stop()
-	e.assistant, e.stream = true, true
+	e.assistant, e.stream = true, stream
 	e.start()
 	return e
 }

@@ -291,9 +291,14 @@ func checkWalk(t *testing.T, ctx context.Context, v pageView) {
 	if len(v.Messages) > 0 && !strings.Contains(v.Messages[0], "deploy the site") {
 		t.Errorf("the first message is %q, want the goal", v.Messages[0])
 	}
-	live, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages button[data-action]').length`))
+	// Only the answer's rating buttons stay live: people may rate, or change their rating,
+	// after the run ended.
+	live, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages button[data-action]:not([data-feedback])').length`))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rating, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg-answer button[data-feedback]').length`)); err != nil || rating != 2 {
+		t.Errorf("%d rating buttons on the answer (err %v), want 2", rating, err)
 	}
 	if live != 0 {
 		t.Errorf("%d live buttons on a finished run's cards", live)

@@ -16,7 +16,7 @@ var allowedTags = map[string]map[string]bool{
 	"article": {"class": true}, "h3": {"class": true}, "div": {"class": true},
 	"dl": {"class": true}, "dt": {}, "dd": {}, "span": {"class": true, "aria-hidden": true}, "footer": {"class": true},
 	"time":    {"datetime": true},
-	"button":  {"type": true, "class": true, "data-action": true, "data-confirm": true, "data-reason": true},
+	"button":  {"type": true, "class": true, "data-action": true, "data-confirm": true, "data-reason": true, "data-feedback": true},
 	"input":   {"type": true, "class": true, "maxlength": true, "placeholder": true, "aria-label": true},
 	"details": {"class": true, "data-step": true}, "summary": {},
 }

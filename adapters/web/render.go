@@ -102,6 +102,10 @@ func renderMessage(m bot.Message) string {
 			if btn.Confirm != "" {
 				b.WriteString(` data-confirm="` + escapeText(btn.Confirm) + `"`)
 			}
+			if btn.Feedback != "" {
+				// A rating stays live after the run ended: people may change their mind.
+				b.WriteString(` data-feedback="` + escapeText(string(btn.Feedback)) + `"`)
+			}
 			if btn.Reason != "" {
 				b.WriteString(` data-reason="1"`)
 			}

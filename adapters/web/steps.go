@@ -3,7 +3,6 @@ package web
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -40,8 +39,8 @@ func renderSteps(m bot.Message) string {
 		b.WriteString(`<details class="step step-` + status + `" data-step="` + escapeText(s.ID) + `">` +
 			`<summary><span class="step-mark" aria-hidden="true">` + mark + `</span> <span class="step-tool">` + escapeText(s.Tool) + `</span>` +
 			` <span class="step-status">` + status + `</span>`)
-		if s.Duration > 0 {
-			b.WriteString(` <span class="step-time">` + stepDuration(s.Duration) + `</span>`)
+		if t := s.Took(); t != "" {
+			b.WriteString(` <span class="step-time">` + escapeText(t) + `</span>`)
 		}
 		b.WriteString("</summary>\n")
 		if s.Args != "" {
@@ -58,19 +57,6 @@ func renderSteps(m bot.Message) string {
 	}
 	b.WriteString("</div>\n")
 	return b.String()
-}
-
-// stepDuration writes how long a step took as people read it: 340 ms, 2.1 s, 3m5s.
-func stepDuration(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return "<1 ms"
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
-	}
-	return d.Round(time.Second).String()
 }
 
 func plural(n int, one, many string) string {

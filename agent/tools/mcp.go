@@ -453,7 +453,7 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 	if session == nil {
 		return "", fmt.Errorf("MCP server %s is down (%v); its tools are unavailable until it restarts", t.srv.cfg.Name, down)
 	}
-	call, done := t.srv.begin(inv, t.remote)
+	call, done := t.srv.begin(ctx, inv, t.remote)
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args})
 	done()
 	// What the server's sampling spent counts against the run's budget, however the call

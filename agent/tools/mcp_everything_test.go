@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -70,10 +71,44 @@ func TestMCPEverythingServer(t *testing.T) {
 		t.Errorf("model requests = %+v", reqs)
 	}
 
+	// With nobody to ask, the form is declined; asked, the person's answers reach the
+	// server, typed as its schema says.
 	elicit := toolByName(t, m.Tools(), "everything__trigger-elicitation-request")
 	out, err = call(t, elicit, "run-e2e", map[string]any{})
-	if err != nil || !strings.Contains(out, "User declined") || !strings.Contains(out, "loopbot does not relay") {
+	if err != nil || !strings.Contains(out, "User declined") || !strings.Contains(out, "loopbot could not relay it") {
 		t.Errorf("trigger-elicitation-request = %q, %v", out, err)
+	}
+	var asked []agent.Question
+	answer := func(ctx context.Context, runID, callID string, q agent.Question) (agent.Answer, error) {
+		asked = append(asked, q)
+		given := func(s string) (agent.Answer, error) {
+			return agent.Answer{Kind: agent.AnswerGiven, Text: s, By: "ann"}, nil
+		}
+		switch {
+		case strings.Contains(q.Text, "**String**"):
+			return given("Ann Example")
+		case strings.Contains(q.Text, "**Integer**"):
+			return given("7")
+		case strings.Contains(q.Text, "**Number in range 1-1000**"):
+			return given("2.5")
+		case strings.Contains(q.Text, "**Untitled Multiple Select Enum**"):
+			return given("Guitar, Piano")
+		case len(q.Options) > 0:
+			return given(q.Options[0])
+		}
+		return agent.Answer{Kind: agent.AnswerSkipped, By: "ann"}, nil
+	}
+	ctx := agent.WithAsk(t.Context(), "run-e2e", "c2", answer)
+	out, err = elicit.Call(ctx, agent.Invocation{RunID: "run-e2e", CallID: "c2", Args: []byte(`{}`)})
+	for _, want := range []string{"User provided the requested information", "- Name: Ann Example", "- Agreed to terms: true", "- Favorite Integer: 7",
+		"- Favorite Number: 2.5", `"untitledSingleSelectEnum": "Monica"`, `"titledSingleSelectEnum": "hero-1"`, `"legacyTitledEnum": "pet-1"`,
+		`"Guitar",`, "answered by ann"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("trigger-elicitation-request with answers lacks %q: %q, %v", want, out, err)
+		}
+	}
+	if len(asked) != 13 || asked[0].Optional || !strings.Contains(asked[0].Text, "Your full, legal name") {
+		t.Errorf("%d questions asked, the first %+v; want 13, the required name first", len(asked), asked[0])
 	}
 	for _, tool := range m.Tools() {
 		if name := tool.Info().Spec.Name; name == "everything__get-roots-list" || name == "everything__trigger-url-elicitation" {

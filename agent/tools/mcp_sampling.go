@@ -35,8 +35,8 @@ func WithSamplingModel(model agent.Model) MCPOption {
 }
 
 // capabilities are the client capabilities loopbot advertises: sampling when it has a model
-// for it, and elicitation in form mode, which it answers by declining (see elicit). Roots,
-// which the SDK would advertise by default, are not offered.
+// for it, and elicitation in form mode, which it relays to the run's thread (mcp_elicit.go).
+// Roots, which the SDK would advertise by default, are not offered.
 func (m *Manager) capabilities() *mcp.ClientCapabilities {
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
 	if m.sampler != nil {
@@ -48,8 +48,10 @@ func (m *Manager) capabilities() *mcp.ClientCapabilities {
 // clientOptions wires the handlers for the requests a server may send to loopbot.
 func (m *Manager) clientOptions(s *mcpServer) *mcp.ClientOptions {
 	opts := &mcp.ClientOptions{
-		Capabilities:       m.capabilities(),
-		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return m.elicit(s, req) },
+		Capabilities: m.capabilities(),
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return m.elicit(ctx, s, req)
+		},
 		// The notification arrives on the session's read loop, which the listing needs: it
 		// runs on its own, for as long as the manager lives.
 		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
@@ -70,11 +72,14 @@ func (m *Manager) clientOptions(s *mcpServer) *mcp.ClientOptions {
 type mcpCall struct {
 	runID, callID, tool string
 	seq                 uint64
+	// ctx is the call's own context, kept for the server's requests for input: the
+	// question is asked on the call's behalf (agent.Ask) and ends with it.
+	ctx context.Context
 
-	mu       sync.Mutex
-	samples  int
-	usage    agent.Usage
-	declined int
+	mu           sync.Mutex
+	samples      int
+	usage        agent.Usage
+	elicitations []string // how each request for input ended
 }
 
 // spent is what the server's sampling requests during the call used of the model.
@@ -94,19 +99,18 @@ func (c *mcpCall) note() string {
 		parts = append(parts, fmt.Sprintf("[loopbot: the server consulted the model %d time(s) during this call: %d tokens, $%.4f, counted in the run's budget]",
 			c.samples, c.usage.Total(), c.usage.Cost))
 	}
-	if c.declined > 0 {
-		parts = append(parts, "[loopbot: the server asked for input from the user during this call; loopbot does not relay "+
-			"MCP input requests to the chat and declined. If the input is needed, ask the user yourself and pass it in the tool's arguments if it takes them.]")
+	for _, e := range c.elicitations {
+		parts = append(parts, "[loopbot: the server asked for input from the user during this call: "+e+"]")
 	}
 	return strings.Join(parts, "\n")
 }
 
 // begin records a call as in flight on s until the returned function is called.
-func (s *mcpServer) begin(inv agent.Invocation, tool string) (*mcpCall, func()) {
+func (s *mcpServer) begin(ctx context.Context, inv agent.Invocation, tool string) (*mcpCall, func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	c := &mcpCall{runID: inv.RunID, callID: inv.CallID, tool: tool, seq: s.seq}
+	c := &mcpCall{runID: inv.RunID, callID: inv.CallID, tool: tool, seq: s.seq, ctx: ctx}
 	s.calls[c] = struct{}{}
 	return c, func() {
 		s.mu.Lock()
@@ -227,27 +231,6 @@ func samplingRequest(p *mcp.CreateMessageParams) (agent.Request, error) {
 		req.MaxTokens = int(p.MaxTokens)
 	}
 	return req, nil
-}
-
-// elicit declines a server's request for user input. Asking the thread, as ask_user does,
-// needs the bot's question machinery, which tools cannot reach; declining at once is better
-// than letting the call hang, and the call's result tells the model what happened.
-func (m *Manager) elicit(s *mcpServer, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	log := m.log.With("mcp_server", s.cfg.Name)
-	call, _ := s.inFlight()
-	if call == nil {
-		log.Warn("mcp elicitation refused: no call in flight")
-		return nil, errNoCall
-	}
-	call.mu.Lock()
-	call.declined++
-	call.mu.Unlock()
-	msg := ""
-	if req.Params != nil {
-		msg = req.Params.Message
-	}
-	log.Info("mcp elicitation declined", "run_id", call.runID, "call_id", call.callID, "tool", call.tool, "message", truncate(msg, 200))
-	return &mcp.ElicitResult{Action: "decline"}, nil
 }
 
 func truncate(s string, n int) string {

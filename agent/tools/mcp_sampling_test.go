@@ -235,6 +235,8 @@ func TestMCPSamplingNotOfferedWithoutModel(t *testing.T) {
 	}
 }
 
+// TestMCPElicitationDeclined: with nobody to ask (a call made outside a bot's run), the
+// server's request for input is declined and the model is told.
 func TestMCPElicitationDeclined(t *testing.T) {
 	var logs bytes.Buffer
 	m := startAsking(t, &logs)
@@ -245,7 +247,7 @@ func TestMCPElicitationDeclined(t *testing.T) {
 	if !strings.Contains(out, "the user chose to decline") {
 		t.Errorf("result = %q; want the server to have got a decline", out)
 	}
-	if !strings.Contains(out, "asked for input from the user during this call; loopbot does not relay") {
+	if !strings.Contains(out, "asked for input from the user during this call: declined: loopbot could not relay it") {
 		t.Errorf("result = %q; want loopbot's note telling the model the request was declined", out)
 	}
 	if got := logs.String(); !strings.Contains(got, `msg="mcp elicitation declined"`) || !strings.Contains(got, "run_id=run-9") || !strings.Contains(got, "Which colour?") {
@@ -262,7 +264,7 @@ func TestMCPRequestsRefusedWithoutCall(t *testing.T) {
 	if _, err := m.sample(t.Context(), s, &mcp.CreateMessageRequest{Params: params}); !errors.Is(err, errNoCall) {
 		t.Errorf("sample without a call = %v, want errNoCall", err)
 	}
-	if _, err := m.elicit(s, &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "?"}}); !errors.Is(err, errNoCall) {
+	if _, err := m.elicit(t.Context(), s, &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "?"}}); !errors.Is(err, errNoCall) {
 		t.Errorf("elicit without a call = %v, want errNoCall", err)
 	}
 	if n := len(model.requests()); n != 0 {

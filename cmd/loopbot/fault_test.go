@@ -81,7 +81,7 @@ func (inv invariants) check(t *testing.T) []*bot.RunRecord {
 		if inv.settled && !ended {
 			t.Errorf("run %s is still %s, want it ended", r.ID, r.Status)
 		}
-		for _, c := range r.State.Calls {
+		for _, c := range r.State.AllCalls() {
 			if nonIdempotent[c.Name] && c.Attempts > 1 {
 				t.Errorf("run %s: %s call %s ran %d times", r.ID, c.Name, c.ID, c.Attempts)
 			}

@@ -107,6 +107,12 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("second click notice = %q", n)
 	}
 	d.client().waitFor(thread, regexp.MustCompile(`wrote <strong>report\.md</strong>`))
+	// The answer can be rated; the rating is counted in /metrics.
+	up := d.client().waitFor(thread, regexp.MustCompile(`data-action="([^"]+)"[^>]*>👍`))[1]
+	res = d.client().post("/api/actions", map[string]string{"id": uuid(4), "user": "ann", "action": up, "thread": thread})
+	if n, _ := res["notice"].(string); n != "Thanks: you rated this answer helpful." {
+		t.Errorf("rating notice = %q", n)
+	}
 	admin := "http://" + d.m.srv.adminAddr
 	if body := get(t, admin+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %q", body)
@@ -114,7 +120,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	metrics := get(t, admin+"/metrics")
 	for _, want := range []string{`loopbot_runs{state="completed"} 1`, `loopbot_tool_calls_total{outcome="ok",tool="write_file"} 1`,
 		`loopbot_chat_api_calls_total{method="update",outcome="ok",platform="web"}`, `loopbot_model_calls_total{outcome="ok",role="executor"}`,
-		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`, "loopbot_tool_calls_abandoned_running 0"} {
+		`loopbot_approval_wait_seconds_count{outcome="approved"} 1`, "loopbot_tool_calls_abandoned_running 0",
+		`loopbot_answer_feedback{platform="web",value="up"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -148,7 +155,8 @@ func checkDemoRun(t *testing.T, s bot.Store) {
 		t.Fatalf("runs = %+v", runs)
 	}
 	writes := 0
-	for _, c := range runs[0].State.Calls {
+	// The demo is a planned run: write_file is a call of the second step's executor.
+	for _, c := range runs[0].State.AllCalls() {
 		if c.Name == "write_file" && c.Attempts > 0 {
 			writes += c.Attempts
 		}

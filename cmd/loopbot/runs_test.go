@@ -31,13 +31,19 @@ func TestWriteTranscript(t *testing.T) {
 	st.Answer = "Deleted tmp."
 	rec := &bot.RunRecord{ID: "r1", Thread: bot.ThreadRef{Platform: "slack", Channel: "C1", Thread: "1.2"}, Requester: bot.User{ID: "U1", Name: "ann"},
 		Status: st.Status, State: st, CreatedAt: now}
-	audit := []bot.AuditEntry{{At: now, Actor: bot.User{ID: "U2", Name: "bob"}, Action: "approve", Tool: "shell", ArgsHash: "0123456789abcdef"}}
+	audit := []bot.AuditEntry{{At: now, Actor: bot.User{ID: "U2", Name: "bob"}, Action: "approve", Tool: "shell", ArgsHash: "0123456789abcdef"},
+		// ann changes her mind: her latest rating counts.
+		{At: now, Actor: bot.User{ID: "U1", Name: "ann"}, Action: "feedback", Detail: "down"},
+		{At: now, Actor: bot.User{ID: "U2", Name: "bob"}, Action: "feedback", Detail: "up"},
+		{At: now, Actor: bot.User{ID: "U1", Name: "ann"}, Action: "feedback", Detail: "up"}}
 	var b strings.Builder
 	if err := writeTranscript(&b, rec, audit, bot.NewRedactor(nil)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Run r1  (completed)", "Goal:      clean the tmp dir", "[x] list", "Step 2", `shell({"command":"rm -rf tmp"})`,
 		"risk: dangerous: recursive delete", "approved by U2", "approve by bob (U2)  shell args sha256:0123456789ab", "Answer:\nDeleted tmp.",
+		"feedback by ann (U1)  (down)", "Feedback:  2 helpful, 0 not helpful",
+
 		"ran without asking under grant g1 (channel, by bob): shell matching go test at risk confirm or lower",
 		"Granted for this run by bob: http_fetch at risk cautious or lower"} {
 		if !strings.Contains(b.String(), want) {

@@ -61,6 +61,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}
 	s.closers = append(s.closers, func(context.Context) error { return s.db.Close() })
 	met.watchRuns(s.db)
+	met.watchFeedback(s.db)
 
 	models, err := s.models(ctx, cfg, met)
 	if err != nil {
@@ -89,6 +90,9 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	}
 	if models.sanity != nil {
 		opts = append(opts, agent.WithSanity(models.sanity))
+	}
+	if models.planner != nil {
+		opts = append(opts, agent.WithPlanner(models.planner))
 	}
 	// The remember tool writes the channel memory in the bot's store; every call of it
 	// needs an approval.

@@ -11,7 +11,7 @@
 //
 // The suite covers round trips of every record type (a run carries a real agent.State),
 // ErrNotFound, run listing (Runs and RunIDs) in creation order with its filters, listing by
-// status as runs change status, run headers, the listing a restarted bot recovers from, outbox replacement by key, audit order, read-only views, cancelled
+// status as runs change status, run headers, the listing a restarted bot recovers from, outbox replacement by key, one rating per person per answer, audit order, read-only views, cancelled
 // contexts, rollback on error and on panic, compare-and-set races on approvals and
 // conversations (and on creating a record that does not exist yet), lost updates, and event dedupe (twenty deliveries at once among them) and purge on an injected clock. Subtests
 // that need a restart are skipped unless the backend gives WithReopen.

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"RecoveryListing", testRecovery},
 		{"Approvals", testApprovals},
 		{"Outbox", testOutbox},
+		{"Feedback", testFeedback},
 		{"AuditOrder", testAuditOrder},
 		{"RejectsMissingKeys", testMissingKeys},
 		{"ViewIsReadOnly", testViewReadOnly},

@@ -4,7 +4,8 @@
 //
 // The Web API answers the methods loopbot uses (auth.test, apps.connections.open,
 // chat.postMessage, chat.update, chat.postEphemeral, conversations.replies and users.info
-// with what SetReplies and SetUser gave them, and a response_url endpoint) and records
+// with what SetReplies and SetUser gave them, the agent surfaces assistant.threads.setStatus
+// and assistant.threads.setSuggestedPrompts, and a response_url endpoint) and records
 // every call with its form values, the moment it arrived and the status it was answered with
 // (Calls). Any other method answers unknown_method. Failures are injected per method with
 // FailNext: a 429 with Retry-After, a 500, or an API error such as channel_not_found, for the

@@ -641,6 +641,15 @@ func (s *Server) answerLocked(method string, v url.Values, host string) (body, t
 			return body, ""
 		}
 		out = map[string]any{"messages": []any{}, "has_more": false}
+	case "assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts":
+		// Slack wants the thread; prompts come as JSON.
+		if v.Get("channel_id") == "" || v.Get("thread_ts") == "" {
+			return `{"ok":false,"error":"invalid_arguments"}`, ""
+		}
+		if method == "assistant.threads.setSuggestedPrompts" && !json.Valid([]byte(v.Get("prompts"))) {
+			return `{"ok":false,"error":"invalid_arguments"}`, ""
+		}
+		out = map[string]any{}
 	case "users.info":
 		if body, ok := s.users[v.Get("user")]; ok {
 			return body, ""
