@@ -36,106 +36,17 @@ func TestFaultThreeReplicasOnPostgres(t *testing.T) {
 	}
 	t.Cleanup(fake.Close)
 
-	var goals []string
-	for i := range 30 {
-		goals = append(goals, fmt.Sprintf("replicated goal %02d", i))
-	}
-	gate := make(chan struct{})
-	var release sync.Once
-	open := func() { release.Do(func() { close(gate) }) }
-	model := llmtest.NewTest(t)
-	t.Cleanup(open)
-	var mu sync.Mutex
-	asked := map[string]int{}
-	goalOf := func(r llmtest.Request) string {
-		for _, msg := range r.Messages {
-			for _, g := range goals {
-				if msg.Role == "user" && strings.Contains(msg.Content, g) {
-					return g
-				}
-			}
-		}
-		return ""
-	}
-	model.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		g := goalOf(r)
-		mu.Lock()
-		asked[g]++
-		mu.Unlock()
-		<-gate
-		if r.LastMessage().Role != "tool" {
-			return llmtest.ToolCalls(llmtest.Call("list_files", `{"path":"."}`))
-		}
-		return llmtest.Text(answerTo(g))
-	}))
-	askedGoals := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(asked)
-	}
-
-	dir := t.TempDir()
-	env := []string{"HOME=" + dir, "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=" + canaryKey,
-		"LOOPBOT_DATABASE_URL=" + url, "SLACK_BOT_TOKEN=" + slackBotCanary, "SLACK_APP_TOKEN=" + slackAppCanary}
-	type replica struct {
-		id   string
-		proc *loopbotProc
-		logs *logBuffer
-	}
-	start := func(id string, conns int) *replica {
-		t.Helper()
-		rdir := filepath.Join(dir, id)
-		if err := os.MkdirAll(rdir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		cfg := fmt.Sprintf(`[store]
-backend = "postgres"
-path = %q
-[admin]
-addr = %q
-[web]
-addr = %q
-[tools]
-workspace = %q
-[tools.shell]
-enabled = false
-[log]
-level = "debug"
-[bot]
-edit_interval = "100ms"
-replica_id = %q
-lease_ttl = "3s"
-[slack]
-api_url = %q
-mode = "socket"
-`, filepath.Join(rdir, "loopbot.db"), freeAddr(t), freeAddr(t), filepath.Join(dir, "ws"), id, fake.APIURL())
-		path := filepath.Join(rdir, "loopbot.toml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r := &replica{id: id, logs: newLogBuffer()}
-		r.proc = startLoopbot(t, bin, path, env, r.logs)
-		wait(t, fake, fmt.Sprintf("socket mode connection %d", conns), func() bool { return fake.Connections() >= conns })
-		return r
-	}
-	a, b, c := start("ra", 1), start("rb", 2), start("rc", 3)
+	goals := replicaGoals(30)
+	model := newGatedModel(t, goals)
+	rf := &replicaFault{t: t, bin: bin, fake: fake, url: url, model: model.srv, dir: t.TempDir()}
+	a, b, c := rf.start("ra", 1), rf.start("rb", 2), rf.start("rc", 3)
 	allLogs := func() string { return a.logs.String() + b.logs.String() + c.logs.String() }
+	open := model.open
+	askedGoals := model.askedGoals
 
 	// The fake delivers on its newest connection: c receives every mention, and the runs
 	// are spread by the replicas' claims.
-	for i, g := range goals {
-		ts := fmt.Sprintf("1700001000.%06d", i)
-		if err := fake.Send("events_api", fmt.Sprintf("E%02d", i), slackfake.MentionCallback(fmt.Sprintf("Ev%02d", i), "C1", ts, "", "<@"+slackfake.BotUserID+"> "+g)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wait(t, fake, "the acks of every mention", func() bool {
-		seen := map[string]bool{}
-		for _, x := range fake.Acks() {
-			seen[x.EnvelopeID] = true
-		}
-		return len(seen) >= len(goals)
-	})
+	rf.mention(goals)
 	waitLogs := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(slackWait)
@@ -211,19 +122,8 @@ mode = "socket"
 			t.Errorf("the answer to %q was posted %d times, want once", g, n)
 		}
 	}
-	var runs []*bot.RunRecord
-	if err := db.View(t.Context(), func(tx bot.Tx) error {
-		var err error
-		runs, err = tx.Runs(bot.RunFilter{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var shown []string
-	for _, call := range fake.Calls() {
-		shown = append(shown, call.Values.Get("text"), call.Values.Get("blocks"))
-	}
-	invariants{runs: runs, goals: goals, shown: shown, logs: allLogs(), secrets: slackSecrets, settled: true}.check(t)
+	runs := rf.runs(db)
+	invariants{runs: runs, goals: goals, shown: rf.shown(), logs: allLogs(), secrets: slackSecrets, settled: true}.check(t)
 	checkCompleted(t, runs, len(goals))
 	for _, r := range runs {
 		for _, call := range r.State.Calls {
@@ -278,4 +178,216 @@ func postedText(fake *slackfake.Server, s string) []slackfake.Call {
 		}
 	}
 	return out
+}
+
+// replicaGoals are n goals of their own for the replicas' runs.
+func replicaGoals(n int) []string {
+	var goals []string
+	for i := range n {
+		goals = append(goals, fmt.Sprintf("replicated goal %02d", i))
+	}
+	return goals
+}
+
+// gatedModel answers each run of its goals with a list_files call and then answerTo(goal);
+// every request waits until open is called, so that runs are caught mid-run.
+type gatedModel struct {
+	srv  *llmtest.Server
+	open func()
+
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func newGatedModel(t *testing.T, goals []string) *gatedModel {
+	t.Helper()
+	gate := make(chan struct{})
+	var release sync.Once
+	m := &gatedModel{srv: llmtest.NewTest(t), asked: map[string]int{}}
+	m.open = func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(m.open)
+	goalOf := func(r llmtest.Request) string {
+		for _, msg := range r.Messages {
+			for _, g := range goals {
+				if msg.Role == "user" && strings.Contains(msg.Content, g) {
+					return g
+				}
+			}
+		}
+		return ""
+	}
+	m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		g := goalOf(r)
+		m.mu.Lock()
+		m.asked[g]++
+		m.mu.Unlock()
+		<-gate
+		if r.LastMessage().Role != "tool" {
+			return llmtest.ToolCalls(llmtest.Call("list_files", `{"path":"."}`))
+		}
+		return llmtest.Text(answerTo(g))
+	}))
+	return m
+}
+
+// askedGoals is how many goals the model has been asked about.
+func (m *gatedModel) askedGoals() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.asked)
+}
+
+// replicaFault is a test's replicas: loopbot processes on one PostgreSQL database, each with
+// its Socket Mode connection to one fake Slack, sharing a workspace directory.
+type replicaFault struct {
+	t     *testing.T
+	bin   string
+	fake  *slackfake.Server
+	url   string
+	model *llmtest.Server
+	dir   string
+}
+
+type replicaProc struct {
+	id   string
+	proc *loopbotProc
+	logs *logBuffer
+}
+
+// start starts replica id with 3s leases and edits paced 100ms apart, and waits for its
+// connection, the conns-th the fake has seen.
+func (rf *replicaFault) start(id string, conns int) *replicaProc {
+	t := rf.t
+	t.Helper()
+	rdir := filepath.Join(rf.dir, id)
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`[store]
+backend = "postgres"
+path = %q
+[admin]
+addr = %q
+[web]
+addr = %q
+[tools]
+workspace = %q
+[tools.shell]
+enabled = false
+[log]
+level = "debug"
+[bot]
+edit_interval = "100ms"
+replica_id = %q
+lease_ttl = "3s"
+[slack]
+api_url = %q
+mode = "socket"
+`, filepath.Join(rdir, "loopbot.db"), freeAddr(t), freeAddr(t), filepath.Join(rf.dir, "ws"), id, rf.fake.APIURL())
+	path := filepath.Join(rdir, "loopbot.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + rf.dir, "OPENAI_BASE_URL=" + rf.model.URL(), "OPENAI_API_KEY=" + canaryKey,
+		"LOOPBOT_DATABASE_URL=" + rf.url, "SLACK_BOT_TOKEN=" + slackBotCanary, "SLACK_APP_TOKEN=" + slackAppCanary}
+	r := &replicaProc{id: id, logs: newLogBuffer()}
+	r.proc = startLoopbot(t, rf.bin, path, env, r.logs)
+	wait(t, rf.fake, fmt.Sprintf("socket mode connection %d", conns), func() bool { return rf.fake.Connections() >= conns })
+	return r
+}
+
+// mention sends one mention per goal, each the root of its thread in channel C1, and waits
+// for their acks.
+func (rf *replicaFault) mention(goals []string) {
+	t := rf.t
+	t.Helper()
+	for i, g := range goals {
+		ts := fmt.Sprintf("1700001000.%06d", i)
+		if err := rf.fake.Send("events_api", fmt.Sprintf("E%02d", i), slackfake.MentionCallback(fmt.Sprintf("Ev%02d", i), "C1", ts, "", "<@"+slackfake.BotUserID+"> "+g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(t, rf.fake, "the acks of every mention", func() bool {
+		seen := map[string]bool{}
+		for _, x := range rf.fake.Acks() {
+			seen[x.EnvelopeID] = true
+		}
+		return len(seen) >= len(goals)
+	})
+}
+
+// runs reads every run of the database.
+func (rf *replicaFault) runs(db *postgres.DB) []*bot.RunRecord {
+	t := rf.t
+	t.Helper()
+	var runs []*bot.RunRecord
+	if err := db.View(t.Context(), func(tx bot.Tx) error {
+		var err error
+		runs, err = tx.Runs(bot.RunFilter{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+// shown is everything the replicas sent to Slack.
+func (rf *replicaFault) shown() []string {
+	var shown []string
+	for _, call := range rf.fake.Calls() {
+		shown = append(shown, call.Values.Get("text"), call.Values.Get("blocks"))
+	}
+	return shown
+}
+
+// TestFaultPostgresRestartUnderReplicas restarts the PostgreSQL server while two replicas'
+// runs wait on the model, then lets the model answer: the replicas reconnect, every mention
+// has one run that completes with its answer posted once, and no call ran twice.
+func TestFaultPostgresRestartUnderReplicas(t *testing.T) {
+	cluster := pgtest.NewCluster(t)
+	url := cluster.Database(t)
+	bin := loopbotBinary(t)
+	fake, err := slackfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	goals := replicaGoals(12)
+	model := newGatedModel(t, goals)
+	rf := &replicaFault{t: t, bin: bin, fake: fake, url: url, model: model.srv, dir: t.TempDir()}
+	a, b := rf.start("ra", 1), rf.start("rb", 2)
+	logs := func() string { return a.logs.String() + b.logs.String() }
+	rf.mention(goals)
+	deadline := time.Now().Add(slackWait)
+	for model.askedGoals() < len(goals) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the model was asked about %d goals, want %d; logs:\n%s", model.askedGoals(), len(goals), logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	model.open()
+	for _, g := range goals {
+		wait(t, fake, "the answer to "+g, func() bool { return len(postedText(fake, answerTo(g))) > 0 })
+	}
+	a.proc.terminate(25 * time.Second)
+	b.proc.terminate(25 * time.Second)
+	for _, g := range goals {
+		if n := len(postedText(fake, answerTo(g))); n != 1 {
+			t.Errorf("the answer to %q was posted %d times, want once", g, n)
+		}
+	}
+	db, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs := rf.runs(db)
+	invariants{runs: runs, goals: goals, shown: rf.shown(), logs: logs(), secrets: slackSecrets, settled: true}.check(t)
+	checkCompleted(t, runs, len(goals))
+	if err := db.Check(t.Context()); err != nil {
+		t.Errorf("database check: %v", err)
+	}
 }
