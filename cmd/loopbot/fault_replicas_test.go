@@ -122,7 +122,7 @@ func TestFaultThreeReplicasOnPostgres(t *testing.T) {
 			t.Errorf("the answer to %q was posted %d times, want once", g, n)
 		}
 	}
-	runs := rf.runs(db)
+	runs := storedRuns(t, db)
 	invariants{runs: runs, goals: goals, shown: rf.shown(), logs: allLogs(), secrets: slackSecrets, settled: true}.check(t)
 	checkCompleted(t, runs, len(goals))
 	for _, r := range runs {
@@ -316,21 +316,6 @@ func (rf *replicaFault) mention(goals []string) {
 	})
 }
 
-// runs reads every run of the database.
-func (rf *replicaFault) runs(db *postgres.DB) []*bot.RunRecord {
-	t := rf.t
-	t.Helper()
-	var runs []*bot.RunRecord
-	if err := db.View(t.Context(), func(tx bot.Tx) error {
-		var err error
-		runs, err = tx.Runs(bot.RunFilter{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return runs
-}
-
 // shown is everything the replicas sent to Slack.
 func (rf *replicaFault) shown() []string {
 	var shown []string
@@ -384,7 +369,7 @@ func TestFaultPostgresRestartUnderReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	runs := rf.runs(db)
+	runs := storedRuns(t, db)
 	invariants{runs: runs, goals: goals, shown: rf.shown(), logs: logs(), secrets: slackSecrets, settled: true}.check(t)
 	checkCompleted(t, runs, len(goals))
 	if err := db.Check(t.Context()); err != nil {
