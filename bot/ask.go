@@ -201,7 +201,7 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 	if err != nil {
 		return agent.Answer{}, fmt.Errorf("ask the thread: %w", err)
 	}
-	b.disp.poke()
+	b.outboxChanged()
 	b.log.Info("question asked", "run", runID, "call", callID, "question", id, "from", q.From, "expires", pq.ExpiresAt)
 
 	timer := time.NewTimer(wait)
@@ -241,7 +241,7 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 	if err != nil {
 		b.log.Error("close a question", "question", id, "err", err)
 	}
-	b.disp.poke()
+	b.outboxChanged()
 	if answered {
 		select {
 		case a := <-ch:

@@ -44,6 +44,8 @@ type Bot struct {
 	sweep *sweeper
 	// lead elects the replica that runs the dispatcher and the sweeper (leader.go).
 	lead *leader
+	// notes wakes other replicas through the store, if it notifies (notifier.go).
+	notes *notifier
 	// asks are the tool calls waiting on a question in their thread (ask.go).
 	asks questions
 
@@ -132,7 +134,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy, savePlaybooks: b.cfg.Playbooks.Dir != ""}
 	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
-	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.disp.poke)
+	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.outboxChanged)
 	b.sched.ask = b.ask
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}
 	b.sweep = newSweeper(store, b.recs, b.log, expiry, b.decided, func() { b.sched.poke(); b.disp.poke() })
@@ -170,15 +172,17 @@ func (b *Bot) Start(ctx context.Context) error {
 	// The election is asked before the dispatcher's first pass, so that a replica alone
 	// (always, on bbolt) sends the outbox at once.
 	b.lead.holds(ctx)
-	b.loops.Add(5)
+	b.loops.Add(7)
 	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sched.beat(loopCtx) }()
 	go func() { defer b.loops.Done(); b.lead.loop(loopCtx) }()
 	go func() {
 		defer b.loops.Done()
-		pollOutbox(loopCtx, b.lead, min(max(time.Duration(b.cfg.EditInterval), time.Second), 5*time.Second), b.disp.poke)
+		pollOutbox(loopCtx, b.lead, b.outboxPoll(), b.disp.poke)
 	}()
+	go func() { defer b.loops.Done(); b.notes.send(loopCtx, b.log.Warn) }()
+	go func() { defer b.loops.Done(); b.listen(loopCtx) }()
 	go func() { defer close(b.disp.done); b.disp.loop(outCtx) }()
 	b.sched.poke()
 	b.disp.poke()

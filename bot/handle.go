@@ -111,7 +111,7 @@ func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
 		return Result{}, fmt.Errorf("handle %s event %s: %w", ev.Kind, ev.ID, err)
 	}
 	b.sched.poke()
-	b.disp.poke()
+	b.outboxChanged()
 	res.Notice = b.redactor.Redact(res.Notice)
 	return res, nil
 }
@@ -353,6 +353,10 @@ func (b *Bot) cancelRun(ctx context.Context, who User, from ThreadRef, runID str
 		}
 		return b.recs.cancel(tx, rec, reason, now)
 	})
+	if err == nil && res.Notice == "" {
+		// Cancelled in the store: another replica may be working on the run.
+		b.notifyCancelled(ctx, runID)
+	}
 	if err == nil && res.Notice == noticeCancelling && !b.sched.interrupt(runID, agent.ErrCancelled) {
 		// The goroutine ended after the check: the run paused or ended meanwhile, and nothing
 		// works on it now, so it is cancelled in the store unless it is over.

@@ -173,8 +173,8 @@ func (l *leader) leads() bool {
 }
 
 // pollOutbox wakes the dispatcher every interval while this replica leads: other replicas
-// write outbox items too, and nothing else tells the leader of them (the store has no
-// notifications), so the leader looks at least that often.
+// write outbox items too, and when the store does not notify (or a notification is lost),
+// nothing else tells the leader of them, so the leader looks at least that often.
 func pollOutbox(ctx context.Context, l *leader, every time.Duration, wake func()) {
 	if l == nil || l.elector == nil {
 		return
@@ -222,6 +222,7 @@ func (b *Bot) replicate(store Store) {
 	if l, ok := store.(Leaser); ok {
 		b.sched.own = newOwnership(l, owner, ttl, b.clock.Now, b.log)
 	}
+	b.notes = newNotifier(store, owner)
 	e, _ := store.(Elector)
 	b.lead = &leader{
 		elector: e,

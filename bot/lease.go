@@ -165,22 +165,40 @@ func (s *scheduler) heartbeat(ctx context.Context, checkEnded bool) {
 			s.own.set(renewed)
 		}
 	}
-	if !checkEnded {
+	if checkEnded {
+		s.stopEnded(ctx, "")
+	}
+}
+
+// stopEnded interrupts the goroutines working on runs that ended in the store meanwhile,
+// such as by a cancel another replica wrote: run id, or with id "" every run this replica
+// works on. The heartbeat's tick checks them all; a cancel's notification names its run.
+func (s *scheduler) stopEnded(ctx context.Context, id string) {
+	var ids []string
+	if id != "" {
+		if s.isRunning(id) {
+			ids = append(ids, id)
+		}
+	} else {
+		s.mu.Lock()
+		for id := range s.running {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+	}
+	if len(ids) == 0 {
 		return
 	}
 	var ended []string
 	err := s.store.View(ctx, func(tx Tx) error {
 		ended = ended[:0]
-		for _, l := range leases {
-			if !s.isRunning(l.RunID) {
-				continue
-			}
-			rec, err := tx.RunHeader(l.RunID)
+		for _, id := range ids {
+			rec, err := tx.RunHeader(id)
 			if err != nil {
 				continue // the goroutine reports what it cannot read
 			}
 			if rec.Status.Terminal() {
-				ended = append(ended, l.RunID)
+				ended = append(ended, id)
 			}
 		}
 		return nil

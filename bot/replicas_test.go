@@ -254,8 +254,9 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 }
 
 // TestCancelReachesTheOwningReplica cancels, through replica b, a run that replica a works
-// on: b writes the cancel to the store, and a's heartbeat finds the run ended and stops its
-// goroutine (the tool's context ends) within a third of the lease.
+// on: b writes the cancel to the store, its notification is lost, and a's heartbeat finds
+// the run ended and stops its goroutine (the tool's context ends) within a third of the
+// lease.
 func TestCancelReachesTheOwningReplica(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db := openStore(t)
@@ -273,6 +274,7 @@ func TestCancelReachesTheOwningReplica(t *testing.T) {
 			t.Fatalf("slow ran %d times, want it running", slow.calls.Load())
 		}
 		b := newReplica(t, "b", db, clk, m, slow)
+		b.store.Lose(true) // the heartbeat finds it; notify_test.go tests the notification
 		start := time.Now()
 		if _, err := b.bot.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventReply, Thread: thread, User: ann, Text: "stop"}); err != nil {
 			t.Fatal(err)

@@ -88,6 +88,9 @@ type DB struct {
 	qmu          sync.Mutex
 	undecodable  []Quarantined
 	onQuarantine func(Quarantined)
+
+	// notes are the bots' notifications to one another (notify.go).
+	notes notices
 }
 
 // WriteError returns why the last write failed if no write has committed since, else nil:

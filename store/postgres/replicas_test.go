@@ -101,6 +101,12 @@ type replica struct {
 
 func startReplica(t *testing.T, id, url string, clk *testClock, srv *llmtest.Server, tools ...agent.Tool) *replica {
 	t.Helper()
+	return startReplicaTTL(t, id, url, clk, srv, 3*time.Second, tools...)
+}
+
+// startReplicaTTL is startReplica with a lease of ttl.
+func startReplicaTTL(t *testing.T, id, url string, clk *testClock, srv *llmtest.Server, ttl time.Duration, tools ...agent.Tool) *replica {
+	t.Helper()
 	client, err := llm.New(llm.Config{BaseURL: "http://llmtest.invalid/v1", Model: "test-model", MaxRetries: -1},
 		llm.WithHTTPClient(&http.Client{Transport: handler{srv}}))
 	if err != nil {
@@ -112,7 +118,7 @@ func startReplica(t *testing.T, id, url string, clk *testClock, srv *llmtest.Ser
 	}
 	r := &replica{db: &storetest.Cut{Replicated: openURL(t, url)}, plat: &platform{}, log: &logBuf{}}
 	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(3 * time.Second)}
+	cfg := bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(ttl)}
 	r.bot, err = bot.New(cfg, r.db, ag, []bot.Platform{r.plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)

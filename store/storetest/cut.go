@@ -9,11 +9,13 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// Replicated is a store that replicas share: it hands out run leases and elects leaders.
+// Replicated is a store that replicas share: it hands out run leases, elects leaders and
+// notifies.
 type Replicated interface {
 	bot.Store
 	bot.Leaser
 	bot.Elector
+	bot.Notifier
 }
 
 // ErrCut is what a replica cut off by Cut hears.
@@ -25,11 +27,23 @@ var ErrCut = errors.New("connection refused")
 // write does once it wakes.
 type Cut struct {
 	Replicated
-	cut atomic.Bool
+	cut  atomic.Bool
+	lose atomic.Bool
 }
 
 // Set cuts the replica off (true) or reconnects it.
 func (c *Cut) Set(cut bool) { c.cut.Store(cut) }
+
+// Lose makes the notifications the replica sends get lost (true), as a Notifier may lose
+// them, so that a test sees the polling make up for them.
+func (c *Cut) Lose(lose bool) { c.lose.Store(lose) }
+
+func (c *Cut) Notify(ctx context.Context, channel, payload string) error {
+	if c.lose.Load() {
+		return nil
+	}
+	return c.Replicated.Notify(ctx, channel, payload)
+}
 
 func (c *Cut) ClaimRuns(ctx context.Context, owner string, n int, now time.Time, ttl time.Duration) ([]bot.Lease, error) {
 	if c.cut.Load() {
