@@ -47,7 +47,27 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	return a.runGateway(ctx, h)
 }
 
+// gatewayRole is the role of the replica that holds the gateway connection.
+const gatewayRole = "discord-gateway"
+
+// leading is a Handler that runs what only one replica may run (bot.Bot.Lead).
+type leading interface {
+	Lead(ctx context.Context, role string, fn func(ctx context.Context) error) error
+}
+
+// runGateway holds the gateway connection. With replicas sharing a store, one of them holds
+// it, the leader of gatewayRole, so that each message is received once: Discord sends
+// every event to every connection of an unsharded bot. Another replica connects when the
+// leader stops or loses the role.
 func (a *Adapter) runGateway(ctx context.Context, h bot.Handler) error {
+	if l, ok := h.(leading); ok {
+		return l.Lead(ctx, gatewayRole, func(ctx context.Context) error { return a.connect(ctx, h) })
+	}
+	return a.connect(ctx, h)
+}
+
+// connect holds one gateway connection until ctx ends.
+func (a *Adapter) connect(ctx context.Context, h bot.Handler) error {
 	remove := a.s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onGatewayEvent(ctx, h, e) })
 	defer remove()
 	// Open takes no context; it is bounded by the HTTP client's and the dialer's timeouts.

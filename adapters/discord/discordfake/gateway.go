@@ -241,3 +241,10 @@ func (f *Server) DropGateway() error {
 	f.conn = nil
 	return nil
 }
+
+// Connections returns how many gateway connections are open, whichever client holds them.
+func (f *Server) Connections() int {
+	f.gwMu.Lock()
+	defer f.gwMu.Unlock()
+	return len(f.conns)
+}

@@ -1,0 +1,93 @@
+package discord
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
+)
+
+// TestGatewayHeldByOneReplica runs two replicas (bots with their own IDs on one store) with
+// an adapter each in gateway mode: only the leader of the gateway's role connects, so a
+// message is received once, and the other connects once the leader stops.
+func TestGatewayHeldByOneReplica(t *testing.T) {
+	f := NewFakeDiscord(t)
+	db, err := store.Open(filepath.Join(t.TempDir(), "loopbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	srv := llmtest.NewTest(t)
+	start := func(id string) (stop func()) {
+		t.Helper()
+		log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", id)
+		a, err := New(testConfig(f), WithClock(f.Now), WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		model, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag, err := agent.New(agent.Config{}, model, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shortest lease: a replica that does not lead asks again every second.
+		cfg := bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(3 * time.Second)}
+		b, err := bot.New(cfg, db, ag, []bot.Platform{a}, bot.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx, b) }()
+		var stopped bool
+		stop = func() {
+			if stopped {
+				return
+			}
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("adapter %s: %v", id, err)
+			}
+			if err := b.Stop(context.Background()); err != nil {
+				t.Errorf("stop bot %s: %v", id, err)
+			}
+		}
+		t.Cleanup(stop)
+		return stop
+	}
+
+	stopA := start("a")
+	if k := f.WaitHandshake(t); k != "identify" {
+		t.Fatalf("a's handshake %q, want identify", k)
+	}
+	f.WaitHeartbeat(t)
+	start("b")
+	// b asks for the role as it starts and again every second; two of its turns pass.
+	time.Sleep(2500 * time.Millisecond)
+	if n := f.Connections(); n != 1 {
+		t.Fatalf("%d gateway connections with two replicas, want 1 (the leader's)", n)
+	}
+
+	stopA()
+	if k := f.WaitHandshake(t); k == "" {
+		t.Fatal("b did not connect after a stopped")
+	}
+	f.WaitHeartbeat(t)
+	if n := f.Connections(); n != 1 {
+		t.Errorf("%d gateway connections after a stopped, want 1 (b's)", n)
+	}
+}
