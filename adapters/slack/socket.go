@@ -52,8 +52,38 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 
 	s := a.newSession(ctx, h, self)
 	defer s.drain()
-	batch := make([]socketmode.Event, 0, maxBatch)
+	// The acker accepts and acknowledges one batch at a time, in the order they came,
+	// while this loop decodes what arrives meanwhile into the next: a burst is accepted
+	// in as many transactions as there are disk syncs in its time, each batch the
+	// envelopes that came during the sync before it.
+	batches := make(chan []delivery)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		for ds := range batches {
+			a.ackDeliveries(ctx, sm, s, ds)
+		}
+	}()
+	var next []delivery
+	defer func() {
+		close(batches)
+		<-acked
+		// Decoded but never accepted nor acknowledged: Slack delivers them again.
+		for _, d := range next {
+			if d.q != nil {
+				d.q.release()
+			}
+		}
+	}()
 	for {
+		var give chan<- []delivery
+		if len(next) > 0 {
+			give = batches
+		}
+		var events <-chan socketmode.Event
+		if len(next) < maxBatch {
+			events = sm.Events
+		}
 		select {
 		case <-ctx.Done():
 			stop()
@@ -64,28 +94,18 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 				return nil
 			}
 			return fmt.Errorf("slack socket mode: %w", err)
-		case ev := <-sm.Events:
-			// The envelopes already waiting are taken with it, so that a burst is
-			// accepted in a few transactions (one disk sync each) rather than one each.
-			batch = append(batch[:0], ev)
-		more:
-			for len(batch) < maxBatch {
-				select {
-				case ev := <-sm.Events:
-					batch = append(batch, ev)
-				default:
-					break more
-				}
+		case give <- next:
+			next = nil
+		case ev := <-events:
+			if d, ok := a.decodeSocketEvent(ctx, sm, s, ev); ok {
+				next = append(next, d)
 			}
-			a.onSocketEvents(ctx, sm, s, batch)
-			clear(batch)
 		}
 	}
 }
 
-// maxBatch bounds the envelopes accepted together, so that the first of a long burst is
-// not held for the decoding of the last.
-const maxBatch = 64
+// maxBatch bounds the envelopes accepted together, so that one transaction stays short.
+const maxBatch = 256
 
 // delivery is one envelope between its decoding and its acknowledgement.
 type delivery struct {
@@ -97,24 +117,18 @@ type delivery struct {
 	dropped  bool   // not to be acknowledged: Slack delivers it again
 }
 
-// onSocketEvents acknowledges the envelopes that arrived together and queues what they
-// carry. The jobs that reach the bot as they are are accepted first, all in one call (one
+// ackDeliveries acknowledges the envelopes decoded together and queues what they carry.
+// The jobs that reach the bot as they are are accepted first, all in one call (one
 // transaction), and acknowledged only once that has returned: an acknowledged event is
 // never lost, even to a kill -9.
-func (a *Adapter) onSocketEvents(ctx context.Context, sm *socketmode.Client, s *session, evs []socketmode.Event) {
-	ds := make([]delivery, 0, len(evs))
+func (a *Adapter) ackDeliveries(ctx context.Context, sm *socketmode.Client, s *session, ds []delivery) {
 	var accept []bot.Event
 	var accepted []int
-	for _, ev := range evs {
-		d, ok := a.decodeSocketEvent(ctx, sm, s, ev)
-		if !ok {
-			continue
-		}
+	for i, d := range ds {
 		if d.durable {
 			accept = append(accept, d.job.ev)
-			accepted = append(accepted, len(ds))
+			accepted = append(accepted, i)
 		}
-		ds = append(ds, d)
 	}
 	if len(accept) > 0 {
 		added, err := s.acc.Accept(ctx, accept)
