@@ -100,6 +100,9 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 			if d, ok := a.decodeSocketEvent(ctx, sm, s, ev); ok {
 				next = append(next, d)
 			}
+			if a.decoded != nil {
+				a.decoded(len(next))
+			}
 		}
 	}
 }
