@@ -51,7 +51,8 @@ type Agent struct {
 	specs      []ToolSpec
 	now        func() time.Time
 	log        *slog.Logger
-	abandoned  abandoned
+	abandoned  *abandoned
+	planner    Model
 	secrets    SecretScan
 }
 
@@ -66,6 +67,10 @@ type Option func(*Agent)
 
 // WithSummarizer sets the model that digests older tool outputs (strategy summarize).
 func WithSummarizer(m Model) Option { return func(a *Agent) { a.summarizer = m } }
+
+// WithPlanner sets the model that plans a goal, answers executors' questions and reviews their
+// results (planner.go); without it the executor's model plans.
+func WithPlanner(m Model) Option { return func(a *Agent) { a.planner = m } }
 
 // WithSanity sets the cheap model of the sanity check.
 func WithSanity(m Model) Option { return func(a *Agent) { a.sanity = m } }
@@ -86,11 +91,12 @@ func New(cfg Config, model Model, tools []Tool, opts ...Option) (*Agent, error) 
 		return nil, fmt.Errorf("new agent: %w", err)
 	}
 	a := &Agent{
-		cfg:   cfg.Defaults(),
-		model: model,
-		tools: make(map[string]*registered, len(tools)+2),
-		now:   time.Now,
-		log:   slog.Default(),
+		cfg:       cfg.Defaults(),
+		model:     model,
+		tools:     make(map[string]*registered, len(tools)+2),
+		now:       time.Now,
+		log:       slog.Default(),
+		abandoned: &abandoned{},
 	}
 	for _, o := range opts {
 		o(a)
@@ -145,6 +151,12 @@ type runner struct {
 	st   *State
 	h    Hooks
 	mark time.Time // when Active was last brought up to date
+	// share, stepID and callPrefix are set for an executor's sub-run (executor.go).
+	share      *share
+	stepID     string
+	callPrefix string
+	// planMu is the lock of the round of executors at work, if any (executor.go).
+	planMu *sync.Mutex
 	// promptTokens is the size of the latest prompt; sanityAsked says who asked for a
 	// sanity check at the next step boundary (review.go).
 	promptTokens int
@@ -180,6 +192,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeoutCause(ctx, remaining, errLoopTimeout)
 	defer cancel()
+	if r.planned(wctx) {
+		return r.runPlan(ctx, wctx)
+	}
 
 	for {
 		if err := r.interrupted(ctx, wctx); err != nil || r.stopped() {
@@ -320,8 +335,11 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	grants := r.channelGrants(wctx)
 	for i := range msg.ToolCalls {
 		tc := &msg.ToolCalls[i]
+		if tc.ID != "" && r.callPrefix != "" {
+			tc.ID = r.callPrefix + tc.ID
+		}
 		if tc.ID == "" || seen[tc.ID] {
-			tc.ID = fmt.Sprintf("call_%d_%d", st.Step, i)
+			tc.ID = fmt.Sprintf("%scall_%d_%d", r.callPrefix, st.Step, i)
 			for seen[tc.ID] {
 				tc.ID += "x"
 			}
@@ -422,7 +440,7 @@ func (r *runner) assess(tc ToolCall, grants func() []Grant) CallRecord {
 		return invalid("%s", refuse)
 	}
 	rec.Risk, rec.RiskReason, rec.Reads = as.Risk, as.Reason, as.Reads
-	if tc.Name == askUserName {
+	if tc.Name == askUserName || tc.Name == askPlannerName {
 		rec.Status = CallAwaitingInput
 		return rec
 	}
@@ -737,15 +755,16 @@ func (r *runner) exhaust(ctx context.Context, reason, answer string) error {
 
 // overBudget names the budget that is spent, if any.
 func (r *runner) overBudget() string {
-	st, cfg := r.st, r.a.cfg
+	cfg := r.a.cfg
+	steps, usage, active := r.spent()
 	switch {
-	case st.Step >= cfg.MaxSteps:
+	case steps >= cfg.MaxSteps:
 		return fmt.Sprintf("the step budget (%d) is spent", cfg.MaxSteps)
-	case cfg.MaxTokens > 0 && st.Usage.Total() >= cfg.MaxTokens:
+	case cfg.MaxTokens > 0 && usage.Total() >= cfg.MaxTokens:
 		return fmt.Sprintf("the token budget (%d) is spent", cfg.MaxTokens)
-	case cfg.MaxCost > 0 && st.Usage.Cost >= cfg.MaxCost:
+	case cfg.MaxCost > 0 && usage.Cost >= cfg.MaxCost:
 		return fmt.Sprintf("the cost budget ($%.2f) is spent", cfg.MaxCost)
-	case st.Active+r.a.now().Sub(r.mark) >= time.Duration(cfg.MaxWall):
+	case active >= time.Duration(cfg.MaxWall):
 		return "the wall-time budget is spent"
 	}
 	return ""
@@ -754,7 +773,8 @@ func (r *runner) overBudget() string {
 // nearBudget names the budget that is nearly spent, if any: the next model call is the last
 // one, and it is asked for a final answer.
 func (r *runner) nearBudget() string {
-	st, cfg := r.st, r.a.cfg
+	cfg := r.a.cfg
+	steps, usage, active := r.spent()
 	// A budget is near when its NearLimit share is used, or when one more step at the
 	// average cost so far would pass it: the last call must fit inside the budget.
 	near := func(used, limit float64) bool {
@@ -764,16 +784,16 @@ func (r *runner) nearBudget() string {
 		if used >= cfg.NearLimit*limit {
 			return true
 		}
-		return st.Step > 0 && used+used/float64(st.Step) > limit
+		return steps > 0 && used+used/float64(steps) > limit
 	}
 	switch {
-	case st.Step+1 >= cfg.MaxSteps:
+	case steps+1 >= cfg.MaxSteps:
 		return "the step budget is nearly spent"
-	case near(float64(st.Usage.Total()), float64(cfg.MaxTokens)):
+	case near(float64(usage.Total()), float64(cfg.MaxTokens)):
 		return "the token budget is nearly spent"
-	case near(st.Usage.Cost, cfg.MaxCost):
+	case near(usage.Cost, cfg.MaxCost):
 		return "the cost budget is nearly spent"
-	case near(float64(st.Active+r.a.now().Sub(r.mark)), float64(cfg.MaxWall)):
+	case near(float64(active), float64(cfg.MaxWall)):
 		return "the wall-time budget is nearly spent"
 	}
 	return ""

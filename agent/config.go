@@ -11,6 +11,14 @@ const (
 	FailureAbort   = "abort"
 )
 
+// Planning modes (planner.go): off runs every goal in one loop; auto lets the planner's first
+// call decide whether a goal needs a plan; always plans every goal.
+const (
+	PlanningOff    = "off"
+	PlanningAuto   = "auto"
+	PlanningAlways = "always"
+)
+
 // Context strategies for older tool outputs.
 const (
 	ContextTruncate  = "truncate"
@@ -85,6 +93,14 @@ type Config struct {
 	// call is refused before it is stored.
 	MaxArgBytes int `toml:"max_arg_bytes"`
 
+	// Planning is off, auto or always (planner.go).
+	Planning string `toml:"planning"`
+	// MaxParallelSteps bounds the plan steps whose executors run at once.
+	MaxParallelSteps int `toml:"max_parallel_steps"`
+	// StepRetries is how many times the planner may send a step back to its executor with
+	// guidance before the step counts as failed (2 when unset; a negative value allows none).
+	StepRetries int `toml:"step_retries"`
+
 	// AbandonAfter is how long the loop waits for a tool call to return once its context has
 	// ended (cancel, timeout, shutdown) before it abandons the call and goes on.
 	AbandonAfter Duration `toml:"abandon_after"`
@@ -106,6 +122,11 @@ func (c Config) Defaults() Config {
 	set(&c.ContextTokens, 32000)
 	set(&c.KeepRecent, 4)
 	set(&c.TruncateChars, 600)
+	set(&c.MaxParallelSteps, 2)
+	set(&c.StepRetries, 2)
+	if c.Planning == "" {
+		c.Planning = PlanningOff
+	}
 	if c.Autonomy == "" {
 		c.Autonomy = LevelBalanced
 	}
@@ -141,6 +162,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("failure_handling %q: want %q or %q", c.FailureHandling, FailureAskUser, FailureAbort)
 	case c.ContextStrategy != "" && c.ContextStrategy != ContextTruncate && c.ContextStrategy != ContextSummarize:
 		return fmt.Errorf("context strategy %q: want %q or %q", c.ContextStrategy, ContextTruncate, ContextSummarize)
+	case c.Planning != "" && c.Planning != PlanningOff && c.Planning != PlanningAuto && c.Planning != PlanningAlways:
+		return fmt.Errorf("planning %q: want %q, %q or %q", c.Planning, PlanningOff, PlanningAuto, PlanningAlways)
+	case c.MaxParallelSteps < 0:
+		return fmt.Errorf("max_parallel_steps must not be negative")
 	case c.Autonomy != "" && !validLevel(c.Autonomy):
 		return fmt.Errorf("autonomy %q: want careful, balanced or bold", c.Autonomy)
 	case c.NearLimit < 0 || c.NearLimit > 1:

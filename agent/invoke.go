@@ -41,7 +41,7 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 				r.a.log.Error("tool panicked", "tool", c.Name, "panic", p)
 				res = callResult{err: fmt.Errorf("%s crashed", c.Name)}
 			}
-			w.returned(res, &r.a.abandoned)
+			w.returned(res, r.a.abandoned)
 		}()
 		res.out, res.err = reg.tool.Call(tctx, Invocation{RunID: r.st.RunID, CallID: c.ID, Args: rawArgs(c.Arguments)})
 	}()
@@ -55,7 +55,7 @@ func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 		select {
 		case res = <-w.done:
 		case <-grace.C:
-			if !w.abandon(&r.a.abandoned) {
+			if !w.abandon(r.a.abandoned) {
 				res = <-w.done // it returned just now
 				break
 			}

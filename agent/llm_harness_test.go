@@ -35,6 +35,8 @@ type scriptedLLM struct {
 	final string
 	// fallback answers once the script is used up; n counts those calls from 0.
 	fallback func(n int) step
+	// route, when set, answers every request from what it asks (for concurrent callers).
+	route func(req agent.Request) step
 
 	mu     sync.Mutex
 	script []step
@@ -74,6 +76,9 @@ func (l *scriptedLLM) next(req agent.Request) step {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reqs = append(l.reqs, req)
+	if l.route != nil {
+		return l.route(req)
+	}
 	if len(req.Tools) == 0 && l.final != "" {
 		return text(l.final)
 	}

@@ -168,6 +168,9 @@ type Pause struct {
 	Question string `json:"question,omitempty"`
 	// CallID is the ask_user call the answer goes to.
 	CallID string `json:"call_id,omitempty"`
+	// Step names the plan step whose executor sub-run waits (plan.go); a decision or an
+	// answer goes on to that sub-run.
+	Step string `json:"step,omitempty"`
 }
 
 // Streak counts how many times in a row the same thing happened.
@@ -251,6 +254,8 @@ type State struct {
 	// Momentum is the window of the run's latest call outcomes (momentum.go).
 	Momentum Momentum `json:"momentum,omitzero"`
 
+	// Planning is the planner's plan and conversation (plan.go); nil in a run never planned.
+	Planning *Planning `json:"planning,omitempty"`
 	// Grants are the run's "Approve for this run" grants (grant.go).
 	Grants []Grant `json:"grants,omitempty"`
 
@@ -310,25 +315,36 @@ func (st *State) Validate() error {
 	if st.Status.Paused() && st.Pause == nil {
 		return fmt.Errorf("run state is %s with no pause reason", st.Status)
 	}
-	return nil
+	return st.validatePlanning()
 }
 
-// Call returns the record of the call with the given ID.
+// Call returns the record of the call with the given ID, in the run or in one of its plan
+// steps' sub-runs.
 func (st *State) Call(id string) *CallRecord {
 	for i := range st.Calls {
 		if st.Calls[i].ID == id {
 			return &st.Calls[i]
 		}
 	}
+	if s := st.stepWithCall(id); s != nil {
+		return s.Sub.Call(id)
+	}
 	return nil
 }
 
-// PendingApprovals returns the calls that wait for a decision.
+// PendingApprovals returns the calls that wait for a decision, the sub-runs' included.
 func (st *State) PendingApprovals() []CallRecord {
 	var out []CallRecord
 	for _, c := range st.Calls {
 		if c.Status == CallAwaitingApproval {
 			out = append(out, c)
+		}
+	}
+	if st.Planning != nil {
+		for _, s := range st.Planning.Steps {
+			if s.Sub != nil {
+				out = append(out, s.Sub.PendingApprovals()...)
+			}
 		}
 	}
 	return out
@@ -341,6 +357,17 @@ var ErrNotPending = errors.New("not waiting for this")
 // Decide records a person's decision on a call that awaits approval. When no call of the step
 // waits any more, the run is running again and the caller resumes it.
 func (st *State) Decide(callID string, d Decision) error {
+	if s := st.stepWithCall(callID); s != nil && st.Status == StatusAwaitingApproval {
+		// A step's call: its sub-run takes the decision, and the run goes on once no call
+		// of any step waits.
+		if err := s.Sub.Decide(callID, d); err != nil {
+			return err
+		}
+		if len(st.PendingApprovals()) == 0 {
+			return st.resume(StatusAwaitingApproval, d.At.UTC())
+		}
+		return nil
+	}
 	c := st.Call(callID)
 	if c == nil || c.Status != CallAwaitingApproval || st.Status != StatusAwaitingApproval {
 		return fmt.Errorf("decide call %s: %w", callID, ErrNotPending)
@@ -370,6 +397,9 @@ func (st *State) Decide(callID string, d Decision) error {
 func (st *State) Respond(text, from string) error {
 	if st.Status != StatusAwaitingInput || st.Pause == nil {
 		return fmt.Errorf("respond: %w", ErrNotPending)
+	}
+	if st.Pause.Step != "" {
+		return st.respondForStep(text, from)
 	}
 	if st.Pause.Kind == PauseAskUser {
 		c := st.Call(st.Pause.CallID)
@@ -418,6 +448,7 @@ func (st *State) Cancel(reason string, now time.Time) error {
 	if err := st.move("cancel", StatusCancelled, now, StatusQueued, StatusRunning, StatusAwaitingApproval, StatusAwaitingInput); err != nil {
 		return err
 	}
+	st.cancelSteps(reason, now)
 	st.Pause = nil
 	if reason == "" {
 		reason = "cancelled"

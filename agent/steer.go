@@ -23,16 +23,24 @@ type Note struct {
 
 // steer takes the notes that arrived since the last step and adds them to the conversation.
 func (r *runner) steer(ctx context.Context) {
+	for _, n := range r.newNotes(ctx) {
+		r.st.Messages = append(r.st.Messages, noteMessage(n))
+	}
+}
+
+// newNotes reads the notes after the last one the run took and marks them taken.
+func (r *runner) newNotes(ctx context.Context) []Note {
 	if r.h.Steer == nil {
-		return
+		return nil
 	}
 	st := r.st
 	notes, err := r.h.Steer(ctx, st.SteerSeq)
 	if err != nil {
 		// A note that cannot be read now is read at the next boundary.
 		r.a.log.Warn("read notes for a working run", "run", st.RunID, "err", err)
-		return
+		return nil
 	}
+	var out []Note
 	for _, n := range notes {
 		if n.Seq <= st.SteerSeq {
 			continue
@@ -42,8 +50,12 @@ func (r *runner) steer(ctx context.Context) {
 			st.SteerSeq = n.Seq
 			continue
 		}
-		st.Messages = append(st.Messages, Message{Role: RoleUser,
-			Content: fmt.Sprintf("While you work, %s says: %s", n.From, n.Text)})
+		out = append(out, n)
 		st.SteerSeq = n.Seq
 	}
+	return out
+}
+
+func noteMessage(n Note) Message {
+	return Message{Role: RoleUser, Content: fmt.Sprintf("While you work, %s says: %s", n.From, n.Text)}
 }

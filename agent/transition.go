@@ -82,6 +82,7 @@ func (st *State) Exhaust(reason, answer string, now time.Time) error {
 	if err := st.move("exhaust", StatusBudgetExhausted, now, StatusRunning); err != nil {
 		return err
 	}
+	st.cancelSteps(reason, now)
 	st.Pause = nil
 	st.Error = reason
 	if answer != "" {
@@ -101,6 +102,7 @@ func (st *State) Fail(reason string, now time.Time) error {
 	if err := st.move("fail", StatusFailed, now, from); err != nil {
 		return err
 	}
+	st.cancelSteps(reason, now)
 	st.Pause = nil
 	st.Error = reason
 	return nil

@@ -156,7 +156,9 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 	defer b.asks.done(id)
 	var pq *PendingQuestion
 	var thread ThreadRef
-	err := b.store.Update(ctx, func(tx Tx) error {
+	// Fenced by the run's lease (lease.go), as its checkpoints are: a replica the run was
+	// taken from asks nothing more.
+	err := b.sched.write(ctx, runID, func(tx Tx) error {
 		pq = nil
 		rec, err := tx.RunHeader(runID)
 		if err != nil {

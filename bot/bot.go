@@ -42,6 +42,8 @@ type Bot struct {
 	sched *scheduler
 	disp  *dispatcher
 	sweep *sweeper
+	// lead elects the replica that runs the dispatcher and the sweeper (leader.go).
+	lead *leader
 	// asks are the tool calls waiting on a question in their thread (ask.go).
 	asks questions
 	// inbox remembers the events accepted and not yet handled (inbox.go).
@@ -136,6 +138,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	b.sched.ask = b.ask
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}
 	b.sweep = newSweeper(store, b.recs, b.log, expiry, b.decided, func() { b.sched.poke(); b.disp.poke() })
+	b.replicate(store)
 	return b, nil
 }
 
@@ -169,9 +172,18 @@ func (b *Bot) Start(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancelCause(base)
 	outCtx, stopOutbox := context.WithCancelCause(base)
 	b.stopLoops, b.stopOutbox = stopLoops, stopOutbox
-	b.loops.Add(2)
+	// The election is asked before the dispatcher's first pass, so that a replica alone
+	// (always, on bbolt) sends the outbox at once.
+	b.lead.holds(ctx)
+	b.loops.Add(5)
 	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()
+	go func() { defer b.loops.Done(); b.sched.beat(loopCtx) }()
+	go func() { defer b.loops.Done(); b.lead.loop(loopCtx) }()
+	go func() {
+		defer b.loops.Done()
+		pollOutbox(loopCtx, b.lead, min(max(time.Duration(b.cfg.EditInterval), time.Second), 5*time.Second), b.disp.poke)
+	}()
 	go func() { defer close(b.disp.done); b.disp.loop(outCtx) }()
 	b.sched.poke()
 	b.disp.poke()
@@ -215,5 +227,8 @@ func (b *Bot) Stop(ctx context.Context) error {
 		}
 	}
 	b.stopOutbox(errShutdown)
+	// What this replica owned is given up, so other replicas take it at once.
+	b.sched.releaseAll(ctx)
+	b.lead.resign(ctx)
 	return err
 }

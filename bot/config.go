@@ -22,6 +22,10 @@ const (
 // about an hour, and a shorter window would let a retry start a second run.
 const minDedupeTTL = time.Hour
 
+// minLeaseTTL is the shortest lease allowed: a lease is renewed every third of it, and a
+// shorter one would be lost to a slow transaction.
+const minLeaseTTL = 3 * time.Second
+
 // Config holds the bot's limits and policies. Zero fields take their defaults (Defaults).
 // Its toml tags are the keys of the [bot] section of loopbot's configuration file, which
 // embeds it as it is.
@@ -38,6 +42,12 @@ type Config struct {
 	// MaxGoalBytes bounds a goal or a reply as a person sends it; a longer one is refused
 	// with a notice before anything stores it.
 	MaxGoalBytes int `toml:"max_goal_bytes"`
+	// ReplicaID names this process among replicas that share a store; empty means the
+	// host's name, the process ID and a random suffix.
+	ReplicaID string `toml:"replica_id"`
+	// LeaseTTL is how long a replica's lease on a run, and the leadership of the dispatcher
+	// and the sweeper, last without renewal: a replica that stops is taken over after it.
+	LeaseTTL agent.Duration `toml:"lease_ttl"`
 	// Memory bounds each channel's memory (memory.go).
 	Memory MemoryConfig `toml:"memory"`
 	// Playbooks says where playbooks live (playbook.go).
@@ -75,6 +85,9 @@ func (c Config) Defaults() Config {
 	if c.MaxGoalBytes == 0 {
 		c.MaxGoalBytes = 16 << 10
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = agent.Duration(30 * time.Second)
+	}
 	c.Memory = c.Memory.defaults()
 	if c.Policy.ApproveBy == "" {
 		c.Policy.ApproveBy = ApproveByRequester
@@ -105,6 +118,8 @@ func (c Config) Check() error {
 		return errors.New("memory caps must not be negative")
 	case c.EditInterval < 0 || c.Policy.ApprovalExpiry < 0:
 		return errors.New("durations must not be negative")
+	case c.LeaseTTL != 0 && time.Duration(c.LeaseTTL) < minLeaseTTL:
+		return fmt.Errorf("lease_ttl %s: want at least %s", time.Duration(c.LeaseTTL), minLeaseTTL)
 	case c.DedupeTTL != 0 && time.Duration(c.DedupeTTL) < minDedupeTTL:
 		return fmt.Errorf("dedupe_ttl %s: want at least %s, since platforms retry deliveries for that long", time.Duration(c.DedupeTTL), minDedupeTTL)
 	case c.Policy.ApproveBy == ApproveByApprovers && len(c.Policy.Approvers) == 0:

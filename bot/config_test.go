@@ -12,7 +12,7 @@ import (
 
 func TestConfigDefaults(t *testing.T) {
 	c := bot.Config{}.Defaults()
-	if c.MaxConcurrentRuns != 8 || time.Duration(c.EditInterval) != time.Second || time.Duration(c.DedupeTTL) != 2*time.Hour {
+	if c.MaxConcurrentRuns != 8 || time.Duration(c.EditInterval) != time.Second || time.Duration(c.DedupeTTL) != 2*time.Hour || time.Duration(c.LeaseTTL) != 30*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	p := c.Policy
@@ -36,6 +36,9 @@ func TestConfigCheck(t *testing.T) {
 		{"unknown approve_by", bot.Config{Policy: bot.Policy{ApproveBy: "anyone"}}, "approve_by"},
 		{"approvers without a list", bot.Config{Policy: bot.Policy{ApproveBy: "approvers"}}, "at least one approver"},
 		{"short dedupe", bot.Config{DedupeTTL: agent.Duration(10 * time.Minute)}, "dedupe_ttl"},
+		{"short lease", bot.Config{LeaseTTL: agent.Duration(time.Second)}, "lease_ttl"},
+		{"negative lease", bot.Config{LeaseTTL: agent.Duration(-time.Minute)}, "lease_ttl"},
+		{"shortest lease", bot.Config{LeaseTTL: agent.Duration(3 * time.Second)}, ""},
 		{"negative runs", bot.Config{MaxConcurrentRuns: -1}, "max_concurrent_runs"},
 		{"negative interval", bot.Config{EditInterval: agent.Duration(-time.Second)}, "negative"},
 	}

@@ -29,6 +29,8 @@ type dispatcher struct {
 	done  chan struct{}
 
 	channels map[string]*channel // by paceKey; the loop's alone
+	// lead says whether this replica sends the outbox (leader.go); nil always does.
+	lead *leader
 }
 
 func newDispatcher(store Store, platforms map[string]Platform, redactor *Redactor, log *slog.Logger, editInterval time.Duration) *dispatcher {
@@ -126,6 +128,9 @@ func (d *dispatcher) loop(ctx context.Context) {
 // pass sends what pacing allows now, oldest first, and returns when the next item
 // may go (zero if nothing waits on time) and how many items are left.
 func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
+	if !d.lead.holds(ctx) {
+		return time.Time{}, 0 // another replica sends the outbox
+	}
 	var items []OutboxItem
 	err := d.store.View(ctx, func(tx Tx) error {
 		var err error

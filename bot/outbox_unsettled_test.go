@@ -30,6 +30,14 @@ func (s *refusingStore) Update(ctx context.Context, fn func(tx bot.Tx) error) er
 	return s.DB.Update(ctx, fn)
 }
 
+// UpdateFenced refuses as Update does: a run's checkpoints are written through its lease.
+func (s *refusingStore) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
+	if s.refuse.Load() {
+		return errors.New("store update: write loopbot.db: no space left on device")
+	}
+	return s.DB.UpdateFenced(ctx, l, fn)
+}
+
 // TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem fills the disk, as it
 // were, just as a status card and then an answer reach the platform: the store cannot record
 // that they were sent. Neither may be posted a second time; the card is edited in place once

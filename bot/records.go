@@ -206,7 +206,7 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 		return errRunEnded
 	}
 	var old *agent.State
-	if slices.ContainsFunc(st.Calls, func(c agent.CallRecord) bool { return c.Status == agent.CallUnknown }) {
+	if slices.ContainsFunc(st.AllCalls(), func(c agent.CallRecord) bool { return c.Status == agent.CallUnknown }) {
 		stored, err := tx.Run(st.RunID)
 		if err != nil {
 			return err
@@ -286,11 +286,11 @@ func notes(tx Tx, thread ThreadRef, id string, after int) ([]agent.Note, error) 
 func (r *records) tellUnknownOutcomes(tx Tx, rec *RunRecord, old *agent.State) error {
 	was := map[string]agent.CallStatus{}
 	if old != nil {
-		for _, c := range old.Calls {
+		for _, c := range old.AllCalls() {
 			was[c.ID] = c.Status
 		}
 	}
-	for _, c := range rec.State.Calls {
+	for _, c := range rec.State.AllCalls() {
 		if c.Status != agent.CallUnknown || was[c.ID] == agent.CallUnknown {
 			continue
 		}

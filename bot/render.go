@@ -91,6 +91,9 @@ func statusCard(rec *RunRecord) Message {
 	if p.Current != "" && !rec.Status.Terminal() {
 		m.Text += ": " + p.Current
 	}
+	if f, ok := plannerExchange(st.Planning); ok {
+		m.Fields = append(m.Fields, f)
+	}
 	// A queued run is its thread's active run, about to start (or waiting for a free
 	// slot): to the person who asked, it is at work already.
 	switch {
@@ -110,6 +113,28 @@ func statusCard(rec *RunRecord) Message {
 		m.Text += " (pausing at the next step, asked by " + rec.PauseBy + ")"
 	}
 	return m
+}
+
+// plannerExchange is the latest question an executor asked and the answer it got, collapsed
+// to a line each, for the card of a planned run; the whole conversation is in
+// `loopbot runs show`.
+func plannerExchange(p *agent.Planning) (Field, bool) {
+	q, a := p.LastQuestion()
+	if q == nil {
+		return Field{}, false
+	}
+	v := clip(strings.Join(strings.Fields(q.Text), " "), 200)
+	switch {
+	case a != nil:
+		who := "Planner"
+		if a.From != "planner" {
+			who = "Answered by " + strings.TrimPrefix(a.From, "person ")
+		}
+		v += "\n" + who + ": " + clip(strings.Join(strings.Fields(a.Text), " "), 200)
+	default:
+		v += "\n(waiting for an answer)"
+	}
+	return Field{Name: "Question from " + q.From, Value: v}, true
 }
 
 // statusLabel says where a run is in words.

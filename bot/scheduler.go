@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -32,6 +33,12 @@ type scheduler struct {
 	ask func(ctx context.Context, runID, callID string, q agent.Question) (agent.Answer, error)
 	// streams shows runs' answers as they are written (stream.go); nil streams nothing.
 	streams *streams
+	// own holds the leases of the runs this replica works on (lease.go); nil for a store
+	// without leases, where this process owns every run.
+	own *ownership
+	// beatDue is set by the heartbeat's tick: the next pass also checks that the runs this
+	// replica works on have not ended elsewhere.
+	beatDue atomic.Bool
 
 	runs sync.WaitGroup // run goroutines
 
@@ -84,12 +91,7 @@ func (s *scheduler) loop(ctx context.Context) {
 		}
 		// Only the IDs: this runs on every wake, and loading the runs (their states are tens
 		// of kilobytes) cost more than everything else the bot did with many runs going.
-		var ready []string
-		err := s.store.View(ctx, func(tx Tx) error {
-			var err error
-			ready, err = tx.RunIDs(RunFilter{Statuses: []agent.Status{agent.StatusQueued, agent.StatusRunning}})
-			return err
-		})
+		ready, err := s.ready(ctx)
 		if err != nil {
 			s.log.Error("list runs to start", "err", err)
 			continue
@@ -149,6 +151,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.running[id](nil)
 		delete(s.running, id)
 		s.mu.Unlock()
+		s.finished(ctx, id)
 		s.runs.Done()
 		s.poke()
 	}()
@@ -196,6 +199,11 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	err = s.agent.Run(ctx, rec.State, hooks)
 	stream.end(ctx, rec.State)
 	switch {
+	case errors.Is(err, ErrFenced) || errors.Is(context.Cause(ctx), ErrFenced):
+		// Another replica took the run over: what it does now is the run's, and this
+		// goroutine writes nothing more, not even a failure.
+		s.log.Warn("run taken over by another replica; stopped working on it", "run", id, "err", err)
+		return
 	case err == nil:
 		s.mu.Lock()
 		delete(s.saveFailures, id)
@@ -258,14 +266,16 @@ func logRunStop(log *slog.Logger, id string, st *agent.State) {
 // checkpoint is the loop's hook: it saves the run's state and the outbox items its
 // transition calls for, in one transaction, and wakes the dispatcher to send them.
 func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
-	if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.checkpoint(tx, st) }); err != nil {
+	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st) }); err != nil {
 		return fmt.Errorf("save run: %w", err)
 	}
 	s.sent()
 	return nil
 }
 
-// settleCancel cancels a run in the store unless it has already ended.
+// settleCancel cancels a run in the store unless it has already ended. It needs no lease:
+// a cancel may be written by any replica, and the owner's next fenced checkpoint finds the
+// run ended (errRunEnded).
 func (s *scheduler) settleCancel(ctx context.Context, id, reason string) error {
 	err := s.store.Update(ctx, func(tx Tx) error { return s.recs.cancelUnlessEnded(tx, id, reason) })
 	if err != nil {
@@ -278,7 +288,7 @@ func (s *scheduler) settleCancel(ctx context.Context, id, reason string) error {
 // failRun marks a run the loop could not advance failed, so that it is not retried forever
 // and the thread moves on.
 func (s *scheduler) failRun(ctx context.Context, id string) error {
-	if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.fail(tx, id) }); err != nil {
+	if err := s.write(ctx, id, func(tx Tx) error { return s.recs.fail(tx, id) }); err != nil {
 		return fmt.Errorf("fail run %s: %w", id, err)
 	}
 	s.sent()

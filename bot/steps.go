@@ -52,12 +52,13 @@ const (
 
 // loopTools are the loop's own tools: their effect is already on the card (the plan) or in
 // the thread (the question), so they are not steps.
-var loopTools = map[string]bool{"update_plan": true, "ask_user": true}
+var loopTools = map[string]bool{"update_plan": true, "ask_user": true, "ask_planner": true}
 
 // runSteps returns the run's newest steps, oldest first, and how many older ones were left
 // out.
 func runSteps(st *agent.State) (steps []Step, earlier int) {
-	for _, c := range st.Calls {
+	// A planned run's calls are its executors' (State.AllCalls), step by step.
+	for _, c := range st.AllCalls() {
 		if loopTools[c.Name] {
 			continue
 		}

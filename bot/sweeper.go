@@ -19,11 +19,15 @@ type sweeper struct {
 	decided func(outcome ApprovalStatus, wait time.Duration)
 	// settled is told after approvals expired, so the runs go on and the cards are edited.
 	settled func()
+	// lead says whether this replica sweeps (leader.go); nil always does.
+	lead *leader
+	// wake starts a pass at once: this replica has just become leader.
+	wake chan struct{}
 }
 
 func newSweeper(store Store, recs *records, log *slog.Logger, expiry time.Duration, decided func(ApprovalStatus, time.Duration), settled func()) *sweeper {
 	every := min(expiry/10, time.Minute)
-	return &sweeper{store: store, recs: recs, log: log, every: max(every, time.Second), decided: decided, settled: settled}
+	return &sweeper{store: store, recs: recs, log: log, every: max(every, time.Second), decided: decided, settled: settled, wake: make(chan struct{}, 1)}
 }
 
 // loop sweeps until ctx ends.
@@ -31,17 +35,25 @@ func (s *sweeper) loop(ctx context.Context) {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
-		if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("expire approvals", "err", err)
-		}
-		if _, err := s.store.PurgeEvents(ctx, s.recs.clock.Now()); err != nil && ctx.Err() == nil {
-			s.log.Error("purge event claims", "err", err)
+		if s.lead.holds(ctx) {
+			s.pass(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-s.wake:
 		}
+	}
+}
+
+// pass expires approvals and purges event claims once.
+func (s *sweeper) pass(ctx context.Context) {
+	if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("expire approvals", "err", err)
+	}
+	if _, err := s.store.PurgeEvents(ctx, s.recs.clock.Now()); err != nil && ctx.Err() == nil {
+		s.log.Error("purge event claims", "err", err)
 	}
 }
 

@@ -186,7 +186,7 @@ func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
 		_ = bdb.Close()
 		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := guard(func() error { return bdb.Update(initSchema) }); err != nil {
+	if err := guard(func() error { return bdb.Update(openSchema) }); err != nil {
 		_ = bdb.Close()
 		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}

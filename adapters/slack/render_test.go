@@ -26,6 +26,18 @@ func approvalButtons() []bot.Button {
 
 // goldenMessages are one message of each kind, plus the edge cases of escaping and length.
 var goldenMessages = map[string]bot.Message{
+	"status_plan": {
+		Kind: bot.KindStatus, Title: "Announce the release", Text: "Working: s3: write the announcement (executor s3)",
+		Plan: []bot.PlanLine{
+			{Text: "s1: find the release date", Status: "done"},
+			{Text: "s2: find the price", Status: "done"},
+			{Text: "s3: write the announcement (executor s3)", Status: "in_progress"},
+			{Text: "s4: post it (executor s4, waiting for approval)", Status: "in_progress"},
+		},
+		Fields:  []bot.Field{{Name: "Question from executor s3", Value: "Which date format?\nPlanner: 3 March 2027, as in the changelog."}},
+		Footer:  "Step 9 · 41s · 8120 tokens · $0.0162",
+		Buttons: []bot.Button{{ID: "cancelplan", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
+	},
 	// A card's tool calls are one context line.
 	"status_steps": {
 		Kind: bot.KindStatus, Title: "Working on it", Text: "Working: shell",

@@ -37,6 +37,18 @@ func TestRenderMessageGolden(t *testing.T) {
 		name string
 		msg  bot.Message
 	}{
+		{"status_plan", bot.Message{
+			Kind: bot.KindStatus, Title: "Announce the release", Text: "Working: s3: write the announcement (executor s3)",
+			Plan: []bot.PlanLine{
+				{Text: "s1: find the release date", Status: "done"},
+				{Text: "s2: find the price", Status: "done"},
+				{Text: "s3: write the announcement (executor s3)", Status: "in_progress"},
+				{Text: "s4: post it (executor s4, waiting for approval)", Status: "in_progress"},
+			},
+			Fields:  []bot.Field{{Name: "Question from executor s3", Value: "Which date format?\nPlanner: 3 March 2027, as in the changelog."}},
+			Footer:  "Step 9 · 41s · 8120 tokens · $0.0162",
+			Buttons: []bot.Button{{ID: "cancelplan", Label: "Cancel", Style: bot.StyleDanger, Confirm: "Cancel this run?"}},
+		}},
 		{"status", bot.Message{
 			Kind: bot.KindStatus, Title: "Summarise the open issues", Text: "Working: reading issue 12",
 			Plan: []bot.PlanLine{

@@ -7,12 +7,13 @@
 //
 // Usage:
 //
-//	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,startup,autonomy]
+//	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,makespan-replicas,planner,startup,autonomy]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
+//	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
-//	                       [-database-url=URL]
+//	                       [-database-url=URL] [-replicas=N]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per
 // figure with a note on how it was measured, and then, as its last line, one JSON object
@@ -43,6 +44,18 @@
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
+//	makespan-replicas  makespan_ratio_replicas: the same burst on three bots (-replicas) in this
+//	         process sharing the PostgreSQL database of -database-url (or
+//	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the
+//	         runs go to whichever replica claims them, and the elected one sends every
+//	         answer. Without a URL it measures nothing.
+//	planner  planner_token_ratio and planner_makespan_ratio: one scripted task of several
+//	         independent parts of tool calls and a step that combines them, run planned (a
+//	         planner, an executor a part with its own context, parts in parallel, the
+//	         planner's reviews) and in one loop, both with the default context management,
+//	         over HTTP at gpt-4o's prices: prompt tokens planned over one loop, and wall time
+//	         planned over one loop; the note gives tokens, cost, model calls and wall time of
+//	         each.
 //	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
 //	         -loopbot names one) from exec to its first 200 from /healthz, median of several
 //	         starts, and its RSS after sitting idle with its store and web console open,

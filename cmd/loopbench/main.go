@@ -31,11 +31,16 @@ type options struct {
 
 	ackEvents int
 
+	planParts   int
+	planFetches int
+	planLatency time.Duration
+
 	startupRuns int
 	idle        time.Duration
 	loopbot     string
 
 	databaseURL string
+	replicas    int
 }
 
 // figure is one measured value: Key names it in the JSON line, Note says in the table how
@@ -63,6 +68,8 @@ var scenarios = []scenario{
 	{name: "chat", run: chatCalls},
 	{name: "ack", run: ackLatency},
 	{name: "makespan", run: makespan},
+	{name: "makespan-replicas", run: makespanReplicas},
+	{name: "planner", run: plannerRatio},
 	{name: "startup", run: startup},
 	{name: "autonomy", run: autonomyCorpus},
 }
@@ -97,7 +104,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs.IntVar(&o.stepRuns, "step-runs", 20, "step: runs to measure")
 	fs.IntVar(&o.stepSteps, "step-steps", 50, "step: tool steps in each run")
-	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres: the PostgreSQL database to checkpoint to; empty takes LOOPBOT_DATABASE_URL, and without either the scenario measures nothing")
+	fs.IntVar(&o.replicas, "replicas", 3, "makespan-replicas: bots sharing the database")
+	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres and makespan-replicas: the PostgreSQL database to use; empty takes LOOPBOT_DATABASE_URL, and without either those scenarios measure nothing")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
 	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
 	fs.IntVar(&o.promptBudget, "prompt-budget", 12000, "prompt: ContextTokens of the run with context management")
@@ -107,6 +115,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
+	fs.IntVar(&o.planParts, "plan-parts", 3, "planner: independent parts of the task, each a plan step")
+	fs.IntVar(&o.planFetches, "plan-fetches", 4, "planner: tool calls of each part (of -output-kb KB each)")
+	fs.DurationVar(&o.planLatency, "plan-latency", 50*time.Millisecond, "planner: latency of each model reply")
 	fs.IntVar(&o.startupRuns, "startup-runs", 5, "startup: starts of the binary to take the median of")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "startup: how long the last start sits idle before its RSS is read")
 	fs.StringVar(&o.loopbot, "loopbot", "", "startup: the loopbot binary to start; empty builds ./cmd/loopbot of this module")
@@ -115,7 +126,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.stepRuns < 1 || o.stepSteps < 1 || o.promptSteps < 1 || o.outputKB < 1 || o.promptBudget < 1 || o.chatSteps < 1 || o.chatLatency < 0 ||
-		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 {
+		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 ||
+		o.planParts < 1 || o.planFetches < 1 || o.planLatency < 0 || o.replicas < 1 {
 		return fmt.Errorf("sizes must be positive")
 	}
 	chosen, err := choose(*pick)

@@ -325,6 +325,17 @@ func figuresOf(t *testing.T, args ...string) map[string]float64 {
 	return got
 }
 
+// TestPlannerScenarioRunsSmall runs the planner scenario at a small size: both ways must
+// complete as scripted and report both ratios. It checks no speed.
+func TestPlannerScenarioRunsSmall(t *testing.T) {
+	got := figuresOf(t, "-scenarios=planner", "-plan-parts=2", "-plan-fetches=2", "-output-kb=1", "-plan-latency=1ms")
+	for _, key := range []string{"planner_token_ratio", "planner_makespan_ratio"} {
+		if r, ok := got[key]; !ok || r <= 0 {
+			t.Errorf("figures %v lack a positive %s", got, key)
+		}
+	}
+}
+
 // TestAutonomyCorpus runs the corpus: no attack call runs unapproved at any level, and each
 // bolder level asks a benign run no more than the one before.
 func TestAutonomyCorpus(t *testing.T) {

@@ -73,65 +73,13 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	defer cancel()
 	defer b.Stop(stopCtx)
 
-	// The mentions arrive as a burst, each in its own channel, handled concurrently as
-	// adapters do; one channel would make the outbox's pacing of that channel the bottleneck.
-	start := time.Now()
-	handled := make(chan error, o.makespanRuns)
-	for i := range o.makespanRuns {
-		go func() {
-			th := bot.ThreadRef{Platform: benchThread.Platform, Channel: fmt.Sprintf("C%d", i), Thread: "T1"}
-			_, err := b.Handle(ctx, bot.Event{Kind: bot.EventMention, ID: fmt.Sprintf("ev-%d", i), Thread: th, User: benchUser, Text: "look around", At: time.Now()})
-			handled <- err
-		}()
-	}
-	var errs []error
-	for range o.makespanRuns {
-		if err := <-handled; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("handle mentions: %w", err)
-	}
-	accepted := time.Since(start)
-
-	// The answers are posted after the runs completed, paced per channel, so waiting for
-	// them costs the bot nothing extra; the makespan itself is read from the stored records.
-	limit := time.Duration(steps)*o.makespanLatency*20 + 2*time.Minute
-	waitCtx, cancelWait := context.WithTimeout(ctx, limit)
-	defer cancelWait()
-	for n := range o.makespanRuns {
-		select {
-		case <-plat.answered:
-		case <-waitCtx.Done():
-			return nil, fmt.Errorf("%d of %d answers posted: %w", n, o.makespanRuns, context.Cause(waitCtx))
-		}
+	start, accepted, last, err := burst(ctx, o, []*bot.Bot{b}, plat, db)
+	if err != nil {
+		return nil, err
 	}
 	peak, err := procStatusKB("/proc/self/status", "VmHWM")
 	if err != nil {
 		return nil, err
-	}
-
-	var last time.Time
-	err = db.View(ctx, func(tx bot.Tx) error {
-		runs, err := tx.Runs(bot.RunFilter{})
-		if err != nil {
-			return err
-		}
-		if len(runs) != o.makespanRuns {
-			return fmt.Errorf("%d runs stored, want %d", len(runs), o.makespanRuns)
-		}
-		for _, r := range runs {
-			if r.Status != agent.StatusCompleted || r.State.Step != steps {
-				return fmt.Errorf("run %s ended %s after %d steps, want completed after %d", r.ID, r.Status, r.State.Step, steps)
-			}
-			// UpdatedAt is stamped by the checkpoint that completed the run.
-			last = maxTime(last, r.UpdatedAt)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read runs: %w", err)
 	}
 	wall := last.Sub(start)
 	ideal := time.Duration(steps) * o.makespanLatency
@@ -301,4 +249,72 @@ func procStatusKB(path, name string) (int64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("%s: no %s line", path, name)
+}
+
+// burst sends o.makespanRuns mentions at once, spread over bots in turn, waits for every
+// answer on plat, and reads from db when the last run completed. It returns when the burst
+// started, how long the bots took to accept it, and that last completion.
+func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, db bot.Store) (start time.Time, accepted time.Duration, last time.Time, err error) {
+	steps := o.makespanSteps
+	// The mentions arrive as a burst, each in its own channel, handled concurrently as
+	// adapters do; one channel would make the outbox's pacing of that channel the bottleneck.
+	// Event IDs are unique to this burst, so that a database measured before claims none.
+	start = time.Now()
+	handled := make(chan error, o.makespanRuns)
+	for i := range o.makespanRuns {
+		go func() {
+			th := bot.ThreadRef{Platform: benchThread.Platform, Channel: fmt.Sprintf("C%d", i), Thread: fmt.Sprintf("T%d", start.UnixNano())}
+			_, err := bots[i%len(bots)].Handle(ctx, bot.Event{Kind: bot.EventMention, ID: fmt.Sprintf("ev-%d-%d", start.UnixNano(), i), Thread: th, User: benchUser, Text: "look around", At: time.Now()})
+			handled <- err
+		}()
+	}
+	var errs []error
+	for range o.makespanRuns {
+		if err := <-handled; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return start, 0, last, fmt.Errorf("handle mentions: %w", err)
+	}
+	accepted = time.Since(start)
+
+	// The answers are posted after the runs completed, paced per channel, so waiting for
+	// them costs the bot nothing extra; the makespan itself is read from the stored records.
+	limit := time.Duration(steps)*o.makespanLatency*20 + 2*time.Minute
+	waitCtx, cancelWait := context.WithTimeout(ctx, limit)
+	defer cancelWait()
+	for n := range o.makespanRuns {
+		select {
+		case <-plat.answered:
+		case <-waitCtx.Done():
+			return start, accepted, last, fmt.Errorf("%d of %d answers posted: %w", n, o.makespanRuns, context.Cause(waitCtx))
+		}
+	}
+	err = db.View(ctx, func(tx bot.Tx) error {
+		runs, err := tx.Runs(bot.RunFilter{})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range runs {
+			if r.CreatedAt.Before(start) {
+				continue // a run of an earlier measurement of the same database
+			}
+			n++
+			if r.Status != agent.StatusCompleted || r.State.Step != steps {
+				return fmt.Errorf("run %s ended %s after %d steps, want completed after %d", r.ID, r.Status, r.State.Step, steps)
+			}
+			// UpdatedAt is stamped by the checkpoint that completed the run.
+			last = maxTime(last, r.UpdatedAt)
+		}
+		if n != o.makespanRuns {
+			return fmt.Errorf("%d runs stored, want %d", n, o.makespanRuns)
+		}
+		return nil
+	})
+	if err != nil {
+		return start, accepted, last, fmt.Errorf("read runs: %w", err)
+	}
+	return start, accepted, last, nil
 }

@@ -66,6 +66,10 @@ func TestBrowserDemoApproveAcrossRestart(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#messages .msg-status")),
 		shows("#messages .msg-status", "Look at the workspace"),
 		shows("#messages .msg-status", "Waiting for approval"),
+		// The demo is a planned run: the card shows the executor's question and the
+		// planner's answer.
+		shows("#messages .msg-status", "Question from executor s2"),
+		shows("#messages .msg-status", "Planner: Write it to report.md"),
 		chromedp.WaitVisible(chromedp.CSS(approve)),
 	)
 	if err != nil {

@@ -54,6 +54,7 @@ type LLMConfig struct {
 	llm.Config
 	Summarizer RoleConfig `toml:"summarizer"`
 	Sanity     RoleConfig `toml:"sanity"`
+	Planner    RoleConfig `toml:"planner"`
 }
 
 // RoleConfig names a cheap model for a side role; empty, the role uses the executor.

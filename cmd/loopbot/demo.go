@@ -11,12 +11,13 @@ import (
 )
 
 // Demo mode: with no model configured, loopbot plays a short, realistic run with a scripted
-// model, so the whole flow (plan, a safe tool, a call that needs approval, the answer) can be
-// seen with no credentials at all. The script reads the conversation it is sent and answers
+// model, so the whole flow (a planner's plan of three steps, executors with a safe tool, a
+// question the planner answers, a call that needs approval, the answer) can be seen with no
+// credentials at all. The script reads the conversation it is sent and answers
 // the next move, so any number of demo runs, in any thread, work.
 
 // demoAgentConfig makes write_file need an approval in the demo, so the demo shows the
-// Approve and Reject buttons.
+// Approve and Reject buttons, and plans every goal, so it shows the planner and its executors.
 func demoAgentConfig(c agent.Config) agent.Config {
 	floor := map[string]agent.Risk{"write_file": agent.RiskConfirm}
 	why := map[string]string{"write_file": "demo mode asks before every file write, to show an approval"}
@@ -29,6 +30,7 @@ func demoAgentConfig(c agent.Config) agent.Config {
 		delete(why, k)
 	}
 	c.RiskFloor, c.RiskFloorReason = floor, why
+	c.Planning = agent.PlanningAlways
 	return c
 }
 
@@ -38,35 +40,41 @@ type demoMove struct {
 	Call *agent.ToolCall
 }
 
-func demoPlan(statuses ...string) *agent.ToolCall {
-	steps := []string{"Look at the workspace", "Write a short report", "Tell you what I did"}
-	type item struct {
-		Step   string `json:"step"`
-		Status string `json:"status"`
-	}
-	var plan []item
-	for i, s := range steps {
-		plan = append(plan, item{s, statuses[i]})
-	}
-	b, _ := json.Marshal(map[string]any{"plan": plan})
-	return &agent.ToolCall{Name: "update_plan", Arguments: string(b)}
-}
+// The demo's plan: three steps, the second asking the planner where the report goes.
+const demoPlanJSON = `{"needs_plan": true, "reason": "the goal has three parts", "steps": [` +
+	`{"id": "s1", "description": "Look at the workspace", "acceptance": "the files are listed", "scope": "read_only"},` +
+	`{"id": "s2", "description": "Write a short report", "depends_on": ["s1"], "acceptance": "the report is written", "scope": "full"},` +
+	`{"id": "s3", "description": "Tell you what I did", "depends_on": ["s2"], "acceptance": "a short summary", "scope": "read_only"}]}`
 
-// demoNext decides the scripted model's reply from the messages it was sent.
-func demoNext(msgs []agent.Message, withTools bool) demoMove {
-	var goal string
+// demoNext decides the scripted model's reply from the request: the planner's (a JSON reply)
+// or an executor's, whose step it reads from the assignment.
+func demoNext(req agent.Request) demoMove {
+	var task, goal, step string
 	var results []agent.Message
-	for _, m := range msgs {
+	for _, m := range req.Messages {
 		switch m.Role {
 		case agent.RoleUser:
-			if goal == "" || len(results) == 0 {
-				goal = m.Content
+			if task == "" {
+				task = m.Content
 			}
 		case agent.RoleTool:
 			results = append(results, m)
 		}
 	}
-	if !withTools {
+	if _, rest, ok := strings.Cut(task, "Your step ("); ok {
+		step, _, _ = strings.Cut(rest, ")")
+	}
+	if g, ok := strings.CutPrefix(task, "The person's goal: "); ok {
+		goal, _, _ = strings.Cut(g, "\n\nYour step")
+	}
+	switch {
+	case req.JSON && strings.Contains(task, " asks: "):
+		return demoMove{Text: `{"answer": "Write it to report.md in the workspace, as the goal asks for a report.", "escalate": false}`}
+	case req.JSON && strings.Contains(task, " reports: "):
+		return demoMove{Text: `{"verdict": "accept", "reason": "it does what the step asks"}`}
+	case req.JSON:
+		return demoMove{Text: demoPlanJSON}
+	case len(req.Tools) == 0:
 		return demoMove{Text: "This demo run stopped at its budget. Nothing else is left to do."}
 	}
 	last := func(name string) (agent.Message, bool) {
@@ -77,45 +85,39 @@ func demoNext(msgs []agent.Message, withTools bool) demoMove {
 		}
 		return agent.Message{}, false
 	}
-	written, wroteDone := last("write_file")
-	_, listed := last("list_files")
-	switch {
-	case !listed && len(results) == 0:
-		return demoMove{Call: demoPlan("in_progress", "pending", "pending")}
-	case !listed:
-		return demoMove{Call: &agent.ToolCall{Name: "list_files", Arguments: `{"path":"."}`}}
-	case !wroteDone && !hasResult(results, "Plan updated", 2):
-		return demoMove{Call: demoPlan("done", "in_progress", "pending")}
-	case !wroteDone:
-		report := "# Demo report\n\nGoal: " + oneLine(goal, 200) + "\n\nThis file was written by loopbot's demo mode after you approved it.\n"
-		b, _ := json.Marshal(map[string]string{"path": "report.md", "content": report})
-		return demoMove{Call: &agent.ToolCall{Name: "write_file", Arguments: string(b)}}
-	case !hasResult(results, "Plan updated", 3):
-		if strings.HasPrefix(written.Content, "Error") || strings.Contains(written.Content, "rejected") {
-			return demoMove{Call: demoPlan("done", "failed", "done")}
+	switch step {
+	case "s1":
+		if _, ok := last("list_files"); ok {
+			return demoMove{Text: "I listed the workspace: there is no report yet."}
 		}
-		return demoMove{Call: demoPlan("done", "done", "done")}
+		return demoMove{Call: &agent.ToolCall{Name: "list_files", Arguments: `{"path":"."}`}}
+	case "s2":
+		if _, asked := last("ask_planner"); !asked {
+			return demoMove{Call: &agent.ToolCall{Name: "ask_planner", Arguments: `{"question":"Which file should the report go to?"}`}}
+		}
+		written, ok := last("write_file")
+		switch {
+		case !ok:
+			report := "# Demo report\n\nGoal: " + oneLine(goal, 200) + "\n\nThis file was written by loopbot's demo mode after you approved it.\n"
+			b, _ := json.Marshal(map[string]string{"path": "report.md", "content": report})
+			return demoMove{Call: &agent.ToolCall{Name: "write_file", Arguments: string(b)}}
+		case strings.Contains(written.Content, "rejected"):
+			return demoMove{Text: "You rejected writing report.md, so it was left unchanged."}
+		case strings.HasPrefix(written.Content, "Error"):
+			return demoMove{Text: "Writing report.md failed: " + oneLine(written.Content, 200)}
+		}
+		return demoMove{Text: "Wrote report.md."}
 	}
-	if strings.Contains(written.Content, "rejected") {
+	switch {
+	case strings.Contains(task, "You rejected writing"):
 		return demoMove{Text: "I looked at the workspace, but you rejected writing `report.md`, so I left it unchanged. " +
 			"Nothing else was done. (This is loopbot's demo mode: a scripted model played this run.)"}
+	case strings.Contains(task, "Writing report.md failed"):
+		return demoMove{Text: "I looked at the workspace, but writing `report.md` failed."}
 	}
-	if strings.HasPrefix(written.Content, "Error") {
-		return demoMove{Text: "I looked at the workspace, but writing `report.md` failed: " + oneLine(written.Content, 200)}
-	}
-	return demoMove{Text: "Done. I looked at the workspace and wrote **report.md** with a short report on your goal:\n\n> " +
-		oneLine(goal, 200) + "\n\n(This is loopbot's demo mode: a scripted model played this run. Configure `[llm]` or OPENAI_API_KEY for a real one.)"}
-}
-
-// hasResult reports whether at least n tool results contain s.
-func hasResult(results []agent.Message, s string, n int) bool {
-	count := 0
-	for _, m := range results {
-		if strings.Contains(m.Content, s) {
-			count++
-		}
-	}
-	return count >= n
+	return demoMove{Text: "Done. A planner split your goal into three steps; an executor looked at the workspace, another asked the planner " +
+		"where the report goes and wrote **report.md** with a short report on your goal:\n\n> " + oneLine(goal, 200) +
+		"\n\n(This is loopbot's demo mode: a scripted model played this run. Configure `[llm]` or OPENAI_API_KEY for a real one.)"}
 }
 
 // demoModel is the scripted model of demo mode. It thinks for pace before each reply, so a
@@ -127,7 +129,7 @@ type demoModel struct {
 var _ agent.Model = demoModel{}
 
 func (d demoModel) Complete(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	mv := demoNext(req.Messages, len(req.Tools) > 0)
+	mv := demoNext(req)
 	think := d.pace
 	if mv.Call == nil && req.OnText != nil {
 		// The answer is written word by word over the second half of the thinking time,

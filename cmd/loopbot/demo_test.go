@@ -9,10 +9,12 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
+	"github.com/loopbot/loopbot/bot"
 )
 
-// TestDemoRun plays the demo script through the real loop and the real file tools: it plans,
-// lists the workspace, waits for approval of write_file, and answers.
+// TestDemoRun plays the demo script through the real loop and the real file tools: the planner
+// plans three steps, an executor lists the workspace, another asks the planner where the
+// report goes and waits for approval of write_file, and the last answers.
 func TestDemoRun(t *testing.T) {
 	for _, approve := range []bool{true, false} {
 		t.Run(map[bool]string{true: "approved", false: "rejected"}[approve], func(t *testing.T) {
@@ -59,6 +61,23 @@ func TestDemoRun(t *testing.T) {
 			}
 			if len(st.Plan) != 3 || st.Plan[2].Status != agent.PlanDone {
 				t.Errorf("plan = %+v", st.Plan)
+			}
+			q, a := st.Planning.LastQuestion()
+			if q == nil || a == nil || q.From != "executor s2" || a.From != "planner" || !strings.Contains(a.Text, "report.md") {
+				t.Errorf("question %+v, answer %+v: want s2's question answered by the planner", q, a)
+			}
+			// runs show prints the conversation with the message types.
+			var out strings.Builder
+			if err := writeTranscript(&out, &bot.RunRecord{ID: st.RunID, State: st}, nil, bot.NewRedactor(nil)); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"Plan step s2 [done] Write a short report (after s1)  scope: full",
+				"[task_assignment] planner -> executor s1", "[question] executor s2 -> planner: Which file should the report go to?",
+				"[clarification] planner -> executor s2: Write it to report.md", "[task_complete] executor s3 -> planner",
+				"verdict: accept", "write_file("} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("runs show lacks %q:\n%s", want, out.String())
+				}
 			}
 		})
 	}

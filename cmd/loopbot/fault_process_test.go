@@ -155,28 +155,18 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 	p := startLoopbot(t, bin, s.config, s.env, logs)
 	const goal = "run the slow recorded command"
 	thread := c.post("/api/threads", map[string]string{"id": uuid(1), "user": "ann", "text": goal})["thread"].(string)
-	if n := c.press(thread, c.waitFor(thread, approveButton)[1], "ann", 2); n != "" {
-		t.Fatalf("approving the shell call was refused: %q", n)
-	}
-
-	var ran string
-	awaitCond(t, "the shell command writes start to ran.txt", 30*time.Second, func() bool {
-		found, _ := filepath.Glob(filepath.Join(s.dir, "ws", "*", "ran.txt"))
-		if len(found) != 1 {
-			return false
+	ran := approveSlowCommand(t, s, c, thread)
+	// The shell writes "start" before it forks sleep, so the sleep may come a moment later.
+	var sandbox map[int]string
+	awaitCond(t, "sleep 30 runs among the daemon's descendants", 10*time.Second, func() bool {
+		sandbox = descendants(p.cmd.Process.Pid)
+		for _, cmd := range sandbox {
+			if cmd == "sleep 30" {
+				return true
+			}
 		}
-		b, _ := os.ReadFile(found[0])
-		ran = found[0]
-		return string(b) == "start\n"
-	}, func() string { return c.threadText(thread) + "\nlogs:\n" + logs.String() })
-	sandbox := descendants(p.cmd.Process.Pid)
-	sleeping := false
-	for _, cmd := range sandbox {
-		sleeping = sleeping || cmd == "sleep 30"
-	}
-	if !sleeping {
-		t.Fatalf("no sleep 30 among the daemon's descendants: %v", sandbox)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("descendants: %v", sandbox) })
 	p.kill()
 	// --die-with-parent and the sandbox's PID namespace take the command down with the
 	// daemon; a survivor would write "end" in half a minute.
@@ -209,6 +199,26 @@ func TestFaultKill9WhileNonIdempotentToolRuns(t *testing.T) {
 	if b, err := os.ReadFile(ran); err != nil || string(b) != "start\n" {
 		t.Errorf("ran.txt = %q, %v; want the one start of the one run, and no end", b, err)
 	}
+}
+
+// approveSlowCommand approves the shell call the thread's card asks for and waits until the
+// command has written its start to ran.txt in the run's workspace, whose path it returns.
+func approveSlowCommand(t *testing.T, s faultSetup, c consoleClient, thread string) string {
+	t.Helper()
+	if n := c.press(thread, c.waitFor(thread, approveButton)[1], "ann", 2); n != "" {
+		t.Fatalf("approving the shell call was refused: %q", n)
+	}
+	var ran string
+	awaitCond(t, "the shell command writes start to ran.txt", 30*time.Second, func() bool {
+		found, _ := filepath.Glob(filepath.Join(s.dir, "ws", "*", "ran.txt"))
+		if len(found) != 1 {
+			return false
+		}
+		b, _ := os.ReadFile(found[0])
+		ran = found[0]
+		return string(b) == "start\n"
+	}, func() string { return c.threadText(thread) + "\nlogs:\n" + c.logs.String() })
+	return ran
 }
 
 // consolePost is the outcome of a console POST that the test judges itself: made from a

@@ -40,6 +40,9 @@ type invariants struct {
 	secrets []string
 	// settled, when set, requires every run to have ended (no run left running or queued).
 	settled bool
+	// runs, when set, are the runs to check instead of those of the file db (a PostgreSQL
+	// database, which the caller read).
+	runs []*bot.RunRecord
 }
 
 // nonIdempotent are the tools whose calls must never have run more than once.
@@ -51,7 +54,10 @@ var nonIdempotent = map[string]bool{"shell": true, "write_file": true}
 // no secret was posted or logged. It returns the runs for the test's own assertions.
 func (inv invariants) check(t *testing.T) []*bot.RunRecord {
 	t.Helper()
-	runs := savedRuns(t, inv.db)
+	runs := inv.runs
+	if runs == nil {
+		runs = savedRuns(t, inv.db)
+	}
 	for _, g := range inv.goals {
 		n := 0
 		for _, r := range runs {
@@ -75,7 +81,7 @@ func (inv invariants) check(t *testing.T) []*bot.RunRecord {
 		if inv.settled && !ended {
 			t.Errorf("run %s is still %s, want it ended", r.ID, r.Status)
 		}
-		for _, c := range r.State.Calls {
+		for _, c := range r.State.AllCalls() {
 			if nonIdempotent[c.Name] && c.Attempts > 1 {
 				t.Errorf("run %s: %s call %s ran %d times", r.ID, c.Name, c.ID, c.Attempts)
 			}

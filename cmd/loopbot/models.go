@@ -9,14 +9,14 @@ import (
 	"github.com/loopbot/loopbot/agent/llm"
 )
 
-// modelSet holds the models of the three roles (docs/ARCHITECTURE.md, "Model roles and tool risk").
+// modelSet holds the models of the four roles (docs/ARCHITECTURE.md, "Model roles and tool risk").
 type modelSet struct {
-	executor, summarizer, sanity agent.Model
+	executor, summarizer, sanity, planner agent.Model
 	// demo is set when no model is configured and the scripted demo model plays instead.
 	demo bool
 }
 
-// models builds the executor, summarizer and sanity models, each metered, or the demo model
+// models builds the executor, summarizer, sanity and planner models, each metered, or the demo model
 // when no endpoint is configured.
 func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet, error) {
 	if !cfg.modelConfigured() {
@@ -32,7 +32,7 @@ func (s *server) models(ctx context.Context, cfg Config, met *metrics) (modelSet
 		name string
 		rc   RoleConfig
 		dst  *agent.Model
-	}{{"summarizer", cfg.LLM.Summarizer, &set.summarizer}, {"sanity", cfg.LLM.Sanity, &set.sanity}} {
+	}{{"summarizer", cfg.LLM.Summarizer, &set.summarizer}, {"sanity", cfg.LLM.Sanity, &set.sanity}, {"planner", cfg.LLM.Planner, &set.planner}} {
 		m := agent.Model(exec)
 		if role.rc.Model != "" {
 			if m, err = newModel(cfg, role.rc.Model, role.rc.Price); err != nil {

@@ -339,6 +339,12 @@ func savedRuns(t *testing.T, path string) []*bot.RunRecord {
 	if err := db.Check(context.Background()); err != nil {
 		t.Errorf("database check: %v", err)
 	}
+	return storedRuns(t, db)
+}
+
+// storedRuns returns every run of db.
+func storedRuns(t *testing.T, db bot.Store) []*bot.RunRecord {
+	t.Helper()
 	var runs []*bot.RunRecord
 	if err := db.View(context.Background(), func(tx bot.Tx) error {
 		var err error

@@ -98,49 +98,11 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 			fmt.Fprintf(b, "  [%s] %s\n", planMark(it.Status), it.Step)
 		}
 	}
-	step := -1
-	for _, c := range st.Calls {
-		if c.Step != step {
-			step = c.Step
-			fmt.Fprintf(b, "\nStep %d\n", step)
-		}
-		fmt.Fprintf(b, "  %s(%s)\n", c.Name, clip(c.Arguments, 200))
-		risk := ""
-		if c.Risk != 0 {
-			risk = c.Risk.String()
-			if c.RiskReason != "" {
-				risk += ": " + c.RiskReason
-			}
-		}
-		fmt.Fprintf(b, "    status: %s", c.Status)
-		if risk != "" {
-			fmt.Fprintf(b, "   risk: %s", risk)
-		}
-		b.WriteString("\n")
-		if d := c.Decision; d != nil {
-			verdict := "rejected"
-			if d.Approved {
-				verdict = "approved"
-			}
-			fmt.Fprintf(b, "    %s by %s at %s", verdict, d.By, d.At.UTC().Format(time.RFC3339))
-			if d.Reason != "" {
-				fmt.Fprintf(b, " (%s)", d.Reason)
-			}
-			b.WriteString("\n")
-		}
-		if g := c.GrantedBy; g != nil {
-			fmt.Fprintf(b, "    ran without asking under grant %s (%s, by %s): %s\n", g.ID, g.Scope, g.By, clip(g.Describe, 200))
-		}
-		if c.Error != "" {
-			fmt.Fprintf(b, "    error: %s\n", clip(c.Error, 300))
-		}
-		if c.Output != "" {
-			fmt.Fprintf(b, "    output: %s\n", clip(c.Output, 300))
-		}
-	}
+	writeCalls(b, st.Calls, "", clip)
 	for _, g := range st.Grants {
 		fmt.Fprintf(b, "\nGranted for this run by %s: %s\n", g.By, clip(g.Describe(), 200))
 	}
+	writeConversation(b, st.Planning, clip)
 	if len(audit) > 0 {
 		b.WriteString("\nDecisions:\n")
 		for _, e := range audit {
@@ -169,6 +131,81 @@ func writeTranscript(w io.Writer, r *bot.RunRecord, audit []bot.AuditEntry, red 
 	b.WriteString(feedbackLine(audit))
 	_, err := io.WriteString(w, terminalText(red.Redact(b.String())))
 	return err
+}
+
+// writeCalls prints the tool calls of a run (or, indented, of a plan step's executor) step by
+// step.
+func writeCalls(b *strings.Builder, calls []agent.CallRecord, indent string, clip func(string, int) string) {
+	step := -1
+	for _, c := range calls {
+		if c.Step != step {
+			step = c.Step
+			fmt.Fprintf(b, "\n%sStep %d\n", indent, step)
+		}
+		fmt.Fprintf(b, "%s  %s(%s)\n", indent, c.Name, clip(c.Arguments, 200))
+		risk := ""
+		if c.Risk != 0 {
+			risk = c.Risk.String()
+			if c.RiskReason != "" {
+				risk += ": " + c.RiskReason
+			}
+		}
+		fmt.Fprintf(b, "%s    status: %s", indent, c.Status)
+		if risk != "" {
+			fmt.Fprintf(b, "   risk: %s", risk)
+		}
+		b.WriteString("\n")
+		if d := c.Decision; d != nil {
+			verdict := "rejected"
+			if d.Approved {
+				verdict = "approved"
+			}
+			fmt.Fprintf(b, "%s    %s by %s at %s", indent, verdict, d.By, d.At.UTC().Format(time.RFC3339))
+			if d.Reason != "" {
+				fmt.Fprintf(b, " (%s)", d.Reason)
+			}
+			b.WriteString("\n")
+		}
+		if g := c.GrantedBy; g != nil {
+			fmt.Fprintf(b, "%s    ran without asking under grant %s (%s, by %s): %s\n", indent, g.ID, g.Scope, g.By, clip(g.Describe, 200))
+		}
+		if c.Error != "" {
+			fmt.Fprintf(b, "%s    error: %s\n", indent, clip(c.Error, 300))
+		}
+		if c.Output != "" {
+			fmt.Fprintf(b, "%s    output: %s\n", indent, clip(c.Output, 300))
+		}
+	}
+}
+
+// writeConversation prints a planned run's steps with their executors' calls, and the whole
+// conversation between the planner, the executors and the person, with each message's type.
+func writeConversation(b *strings.Builder, p *agent.Planning, clip func(string, int) string) {
+	if p == nil || len(p.Conversation) == 0 {
+		return
+	}
+	for _, s := range p.Steps {
+		fmt.Fprintf(b, "\nPlan step %s [%s] %s", s.ID, s.Status, clip(s.Description, 200))
+		if len(s.DependsOn) > 0 {
+			fmt.Fprintf(b, " (after %s)", strings.Join(s.DependsOn, ", "))
+		}
+		fmt.Fprintf(b, "  scope: %s", s.Scope)
+		if s.Attempts > 1 {
+			fmt.Fprintf(b, "  attempts: %d", s.Attempts)
+		}
+		b.WriteString("\n")
+		if s.Sub != nil {
+			fmt.Fprintf(b, "  executor: %s, %d steps, %d tokens\n", s.Sub.Status, s.Sub.Step, s.Sub.Usage.Total())
+			writeCalls(b, s.Sub.Calls, "  ", clip)
+		}
+	}
+	b.WriteString("\nPlanner-executor conversation:\n")
+	for _, m := range p.Conversation {
+		fmt.Fprintf(b, "  %d [%s] %s -> %s: %s\n", m.Seq, m.Type, m.From, m.To, clip(m.Text, 300))
+		if m.Verdict != "" {
+			fmt.Fprintf(b, "      verdict: %s (%s)\n", m.Verdict, clip(m.Reason, 200))
+		}
+	}
 }
 
 func planMark(s agent.PlanStatus) string {

@@ -91,6 +91,9 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 	if models.sanity != nil {
 		opts = append(opts, agent.WithSanity(models.sanity))
 	}
+	if models.planner != nil {
+		opts = append(opts, agent.WithPlanner(models.planner))
+	}
 	// The remember tool writes the channel memory in the bot's store; every call of it
 	// needs an approval.
 	all := append(s.tools.Tools(), bot.NewRememberTool(s.db, bcfg))

@@ -89,6 +89,8 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"ClaimsExclusive", testClaimsExclusive},
 		{"TwoHandles", testTwoHandles},
+		{"Election", testElection},
+		{"ElectionExclusive", testElectionExclusive},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
