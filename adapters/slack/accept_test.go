@@ -2,8 +2,10 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -164,6 +166,43 @@ func TestSocketRedeliveryOfAcceptedEvent(t *testing.T) {
 	}
 	if ev := rec.next(t); ev.ID != "Ev7" {
 		t.Fatalf("handled %q", ev.ID)
+	}
+	rec.none(t)
+}
+
+// TestHTTPAcceptThenRespond: in HTTP mode an event is accepted before Slack gets its 200; an
+// event the handler could not store is answered 503 (Slack retries it) and not handled, and
+// a retry of an event waiting to be handled is answered 200 and not handled again.
+func TestHTTPAcceptThenRespond(t *testing.T) {
+	f := newFakeSlack(t)
+	rec := newAcceptingRecorder()
+	rec.fail = func(evs []bot.Event) error {
+		if evs[0].ID == "Ev-full" {
+			return errors.New("store update: no space left on device")
+		}
+		return nil
+	}
+	base := serveHTTP(t, f, rec)
+	deliver := func(id string) int {
+		t.Helper()
+		body, err := json.Marshal(mentionCallback(id, "C1", "1700000000.000100", "", "<@UBOT> go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := post(t, base+PathEvents, "application/json", string(body), sign(string(body), time.Now(), secret))
+		return code
+	}
+	if code := deliver("Ev-full"); code != http.StatusServiceUnavailable {
+		t.Errorf("an event that could not be stored: %d, want 503", code)
+	}
+	if code := deliver("Ev-ok"); code != http.StatusOK {
+		t.Errorf("a stored event: %d, want 200", code)
+	}
+	if code := deliver("Ev-ok"); code != http.StatusOK {
+		t.Errorf("a retry of a stored event: %d, want 200", code)
+	}
+	if ev := rec.next(t); ev.ID != "Ev-ok" {
+		t.Fatalf("handled %q, want Ev-ok", ev.ID)
 	}
 	rec.none(t)
 }
