@@ -48,6 +48,8 @@ type Bot struct {
 	notes *notifier
 	// asks are the tool calls waiting on a question in their thread (ask.go).
 	asks questions
+	// inbox remembers the events accepted and not yet handled (inbox.go).
+	inbox inbox
 
 	// The options, until New has applied them.
 	now   func() time.Time
@@ -157,6 +159,9 @@ func (b *Bot) Start(ctx context.Context) error {
 	// The refresh is done before the bot counts as started, with no lock held: queueing the
 	// same card edits twice (two Starts racing) changes nothing.
 	if err := b.store.Update(ctx, b.recs.refreshCards); err != nil {
+		return fmt.Errorf("start bot: %w", err)
+	}
+	if err := b.replayInbox(ctx); err != nil {
 		return fmt.Errorf("start bot: %w", err)
 	}
 	b.mu.Lock()

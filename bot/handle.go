@@ -40,6 +40,14 @@ const (
 // Clicks and commands are claimed before they are handled; losing one of those to a store
 // failure costs a second click, never a second effect.
 func (b *Bot) Handle(ctx context.Context, ev Event) (Result, error) {
+	res, err := b.handle(ctx, ev)
+	if ev.ID != "" {
+		b.settleInbox(ctx, ev.ID)
+	}
+	return res, err
+}
+
+func (b *Bot) handle(ctx context.Context, ev Event) (Result, error) {
 	b.mu.Lock()
 	stopped := b.stopped
 	b.mu.Unlock()
@@ -228,6 +236,11 @@ func (b *Bot) claimIn(tx Tx, id string) error {
 		return err
 	case !first:
 		return errDuplicate
+	}
+	if b.inbox.has(id) {
+		// The event leaves the inbox in the transaction that handles it: a crash can
+		// neither lose it nor leave it there to be handled again.
+		return tx.DeleteInbox(id)
 	}
 	return nil
 }

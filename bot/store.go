@@ -99,6 +99,13 @@ type Tx interface {
 	PutMemory(f *MemoryFact) error
 	DeleteMemory(channel, id string) error
 
+	// AddInbox stores an accepted event under its ID unless one with that ID is waiting
+	// already, and reports whether it added it. Inbox lists the waiting events in the order
+	// of their Seq; DeleteInbox removes one (a missing one is not an error).
+	AddInbox(e *InboxEntry) (added bool, err error)
+	Inbox() ([]*InboxEntry, error)
+	DeleteInbox(id string) error
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error

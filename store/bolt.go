@@ -58,10 +58,11 @@ var (
 	bucketQuarantine    = []byte("quarantine") // bucket + NUL + key + NUL + hash -> Quarantined
 	bucketMemory        = []byte("memory")     // channel + NUL + fact ID -> bot.MemoryFact
 	bucketAutonomy      = []byte("channel_autonomy")
+	bucketInbox         = []byte("inbox") // event ID -> bot.InboxEntry
 
 	allBuckets = [][]byte{
 		bucketConversations, bucketRuns, bucketRunIDs, bucketRunHeads, bucketRunsByStatus, bucketRunItems, bucketApprovals, bucketActions,
-		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory, bucketGrants,
+		bucketEvents, bucketEventExpiry, bucketAudit, bucketOutbox, bucketFeedback, bucketMeta, bucketQuarantine, bucketAutonomy, bucketMemory, bucketGrants, bucketInbox,
 	}
 
 	metaSchemaVersion = []byte("schema_version")

@@ -116,6 +116,7 @@ var decoders = map[string]func(data []byte, what string) error{
 	string(bucketAutonomy):      decodes[bot.ChannelAutonomy],
 	string(bucketGrants):        decodes[bot.ChannelGrant],
 	string(bucketMemory):        decodes[bot.MemoryFact],
+	string(bucketInbox):         decodes[bot.InboxEntry],
 }
 
 func decodes[T any](data []byte, what string) error {

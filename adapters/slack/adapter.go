@@ -24,6 +24,9 @@ type Adapter struct {
 	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
 	// that tests can fill one.
 	queueCap int
+	// decoded, if set, is told how many decoded envelopes wait for the acker after each
+	// one the receiving loop decodes, so that a test can see a batch form.
+	decoded func(waiting int)
 	// status is what each thread's assistant status was last set to (Config.Assistant).
 	status statuses
 	// streams are the answers being streamed (stream.go).

@@ -49,6 +49,7 @@ type job struct {
 type session struct {
 	a      *Adapter
 	h      bot.Handler
+	acc    acceptor // h, when it accepts events; nil otherwise
 	self   identity
 	queues [workers]*queue
 	wg     sync.WaitGroup
@@ -60,6 +61,7 @@ type session struct {
 
 func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) *session {
 	s := &session{a: a, h: h, self: self}
+	s.acc, _ = h.(acceptor)
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	limit := queueCap
 	if a.queueCap > 0 {
@@ -96,8 +98,45 @@ func workerOf(thread bot.ThreadRef) int {
 // worker.
 var workerSeed = maphash.MakeSeed()
 
-// tryEnqueue hands a job to its worker unless the worker has queueCap jobs waiting.
-func (s *session) tryEnqueue(j job) bool { return s.queueFor(j).put(j) }
+// acceptor is a handler that stores events durably before the platform is acknowledged
+// (bot.Bot.Accept, bot/inbox.go): what it accepted is handled even if the process dies
+// before it reaches Handle.
+type acceptor interface {
+	Accept(ctx context.Context, evs []bot.Event) ([]bool, error)
+}
+
+// durable reports whether j is accepted before it is acknowledged: the handler accepts
+// events, and j reaches it as it is. The other jobs do something of Slack's first that
+// the bot could not redo after a restart (post a /loopbot root message, open a modal with
+// a trigger that expires in 3 seconds, suggest prompts), and are acknowledged first.
+func (s *session) durable(j job) bool {
+	return s.acc != nil && j.goal == "" && !j.prompts && j.reason == nil
+}
+
+// tryEnqueue hands a job to its worker, after accepting it when it is durable, and
+// reports false when it must not be acknowledged: the worker has queueCap jobs waiting, or
+// the handler could not store it.
+func (s *session) tryEnqueue(j job) bool {
+	q := s.queueFor(j)
+	if !q.reserve() {
+		return false
+	}
+	if s.durable(j) {
+		added, err := s.acc.Accept(s.work, []bot.Event{j.ev})
+		if err != nil {
+			s.a.log.Error("slack: accept event", "event", j.ev.ID, "err", logSafe(err))
+			q.release()
+			return false
+		}
+		if !added[0] {
+			// A redelivery of an event waiting to be handled.
+			q.release()
+			return true
+		}
+	}
+	q.commit(j)
+	return true
+}
 
 // drain stops taking jobs and handles those queued, giving up after the drain timeout.
 // The caller must be sure that nothing puts jobs in the queues any more.
@@ -161,15 +200,6 @@ func (q *queue) release() {
 	q.reserved--
 	q.mu.Unlock()
 	q.wake()
-}
-
-// put adds j if there is room, and reports whether it did.
-func (q *queue) put(j job) bool {
-	if !q.reserve() {
-		return false
-	}
-	q.commit(j)
-	return true
 }
 
 // take returns the oldest job, waiting for one; false once the queue is closed and empty.

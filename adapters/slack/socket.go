@@ -13,8 +13,10 @@ import (
 )
 
 // Run receives events until ctx ends: over Socket Mode, or in HTTP mode by listening on
-// ListenAddr. Each delivery is acknowledged first and then handed to h, so Slack always has
-// its acknowledgement within its 3 seconds; deliveries acknowledged before ctx ended are
+// ListenAddr. When h accepts events (bot.Bot.Accept), the deliveries that arrived together
+// are accepted in one call and acknowledged as soon as it returns, so an acknowledged event
+// is stored before Slack forgets it; the few that need Slack first (a /loopbot root post, a
+// reason modal) are acknowledged at once. Deliveries acknowledged before ctx ended are
 // still handed to h (for up to DrainTimeout) before Run returns. Run returns nil when ctx
 // ends, and an error when it cannot start or Slack refuses the tokens.
 //
@@ -50,7 +52,38 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 
 	s := a.newSession(ctx, h, self)
 	defer s.drain()
+	// The acker accepts and acknowledges one batch at a time, in the order they came,
+	// while this loop decodes what arrives meanwhile into the next: a burst is accepted
+	// in as many transactions as there are disk syncs in its time, each batch the
+	// envelopes that came during the sync before it.
+	batches := make(chan []delivery)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		for ds := range batches {
+			a.ackDeliveries(ctx, sm, s, ds)
+		}
+	}()
+	var next []delivery
+	defer func() {
+		close(batches)
+		<-acked
+		// Decoded but never accepted nor acknowledged: Slack delivers them again.
+		for _, d := range next {
+			if d.q != nil {
+				d.q.release()
+			}
+		}
+	}()
 	for {
+		var give chan<- []delivery
+		if len(next) > 0 {
+			give = batches
+		}
+		var events <-chan socketmode.Event
+		if len(next) < maxBatch {
+			events = sm.Events
+		}
 		select {
 		case <-ctx.Done():
 			stop()
@@ -61,14 +94,94 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 				return nil
 			}
 			return fmt.Errorf("slack socket mode: %w", err)
-		case ev := <-sm.Events:
-			a.onSocketEvent(ctx, sm, s, ev)
+		case give <- next:
+			next = nil
+		case ev := <-events:
+			if d, ok := a.decodeSocketEvent(ctx, sm, s, ev); ok {
+				next = append(next, d)
+			}
+			if a.decoded != nil {
+				a.decoded(len(next))
+			}
 		}
 	}
 }
 
-// onSocketEvent acknowledges a Socket Mode envelope and queues what it carries.
-func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *session, ev socketmode.Event) {
+// maxBatch bounds the envelopes accepted together, so that one transaction stays short.
+const maxBatch = 256
+
+// delivery is one envelope between its decoding and its acknowledgement.
+type delivery struct {
+	envelope string
+	answer   any
+	job      job
+	q        *queue // the job's worker, with room reserved; nil when there is no job
+	durable  bool   // the job is accepted before the ack
+	dropped  bool   // not to be acknowledged: Slack delivers it again
+}
+
+// ackDeliveries acknowledges the envelopes decoded together and queues what they carry.
+// The jobs that reach the bot as they are are accepted first, all in one call (one
+// transaction), and acknowledged only once that has returned: an acknowledged event is
+// never lost, even to a kill -9.
+func (a *Adapter) ackDeliveries(ctx context.Context, sm *socketmode.Client, s *session, ds []delivery) {
+	var accept []bot.Event
+	var accepted []int
+	for i, d := range ds {
+		if d.durable {
+			accept = append(accept, d.job.ev)
+			accepted = append(accepted, i)
+		}
+	}
+	if len(accept) > 0 {
+		added, err := s.acc.Accept(ctx, accept)
+		for i, k := range accepted {
+			d := &ds[k]
+			switch {
+			case err != nil:
+				// Not acknowledged: Slack delivers them again.
+				d.dropped = true
+				d.q.release()
+				d.q = nil
+			case !added[i]:
+				// A redelivery of an event waiting to be handled: acknowledged, and
+				// handled once, with its first delivery (or at the next start).
+				d.q.release()
+				d.q = nil
+			}
+		}
+		if err != nil {
+			a.log.Error("slack: accept events; envelopes left unacknowledged for Slack to deliver again", "count", len(accept), "err", logSafe(err))
+		}
+	}
+	for i := range ds {
+		d := &ds[i]
+		if d.dropped {
+			continue
+		}
+		err := sm.AckCtx(ctx, d.envelope, d.answer)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Warn("slack: ack envelope", "envelope", d.envelope, "err", logSafe(err))
+		}
+		switch {
+		case d.q == nil:
+		case err != nil && !d.durable:
+			// The ack could not even be queued (Run is ending): the job is left for
+			// Slack to deliver again.
+			d.q.release()
+		default:
+			// An accepted job is handled even when its ack was not sent: it is stored,
+			// and a redelivery is a duplicate.
+			d.q.commit(d.job)
+		}
+	}
+}
+
+// decodeSocketEvent decodes a Socket Mode envelope into the delivery to acknowledge, with
+// room reserved for its job. It acknowledges at once what carries nothing to handle (an
+// envelope slack-go could not parse), and reports false for that and for what is not to
+// be acknowledged.
+func (a *Adapter) decodeSocketEvent(ctx context.Context, sm *socketmode.Client, s *session, ev socketmode.Event) (delivery, bool) {
 	switch ev.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
 	case socketmode.EventTypeErrorBadMessage:
@@ -77,7 +190,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 		// would otherwise deliver it again and again.
 		bad, _ := ev.Data.(*socketmode.ErrorBadMessage)
 		if bad == nil {
-			return
+			return delivery{}, false
 		}
 		var env struct {
 			EnvelopeID string `json:"envelope_id"`
@@ -88,34 +201,31 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 			}
 		}
 		a.log.Warn("slack: unparsable socket mode envelope acknowledged and dropped", "envelope", env.EnvelopeID, "err", logSafe(bad.Cause))
-		return
+		return delivery{}, false
 	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
 		// A failed ack write needs nothing more: Slack delivers the envelope again and
 		// the bot dedupes it.
 		a.log.Warn("slack: socket mode", "event", ev.Type, "detail", logSafe(fmt.Errorf("%v", ev.Data)))
-		return
+		return delivery{}, false
 	case socketmode.EventTypeInvalidAuth:
 		a.log.Error("slack: socket mode: the app token was refused")
-		return
+		return delivery{}, false
 	default:
 		a.log.Debug("slack: socket mode", "event", ev.Type)
-		return
+		return delivery{}, false
 	}
 	req := ev.Request
 	if req == nil || req.EnvelopeID == "" {
 		a.log.Warn("slack: socket mode envelope without an envelope_id", "type", ev.Type)
-		return
+		return delivery{}, false
 	}
-	var (
-		j      job
-		ok     bool
-		answer any
-	)
+	d := delivery{envelope: req.EnvelopeID}
+	var ok bool
 	switch ev.Type {
 	case socketmode.EventTypeEventsAPI:
-		j, ok = s.fromEvent(req.Payload)
+		d.job, ok = s.fromEvent(req.Payload)
 	case socketmode.EventTypeInteractive:
-		j, ok = s.fromInteraction(req.Payload)
+		d.job, ok = s.fromInteraction(req.Payload)
 	case socketmode.EventTypeSlashCommand:
 		var sc slashCommand
 		if err := json.Unmarshal(req.Payload, &sc); err != nil {
@@ -123,35 +233,23 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, s *s
 			break
 		}
 		var reply string
-		j, reply, ok = s.fromCommand(sc)
+		d.job, reply, ok = s.fromCommand(sc)
 		if reply != "" {
-			answer = ephemeral(reply)
+			d.answer = ephemeral(reply)
 		}
+	}
+	if !ok {
+		return d, true
 	}
 	// Room for the job is reserved before the ack, so that an acknowledged job always has a
 	// place and this loop never waits for the workers. When the thread's worker has too
 	// many waiting, the envelope is not acknowledged: Slack delivers it again later.
-	var q *queue
-	if ok {
-		q = s.queueFor(j)
-		if !q.reserve() {
-			a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
-				"envelope", req.EnvelopeID, "event", j.ev.ID, "channel", j.ev.Thread.Channel)
-			return
-		}
+	q := s.queueFor(d.job)
+	if !q.reserve() {
+		a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
+			"envelope", req.EnvelopeID, "event", d.job.ev.ID, "channel", d.job.ev.Thread.Channel)
+		return delivery{}, false
 	}
-	// Acknowledge first; only then is the job ours to handle. If the ack cannot even be
-	// queued (Run is ending), the job is left for Slack to deliver again.
-	if err := sm.AckCtx(ctx, req.EnvelopeID, answer); err != nil {
-		if q != nil {
-			q.release()
-		}
-		if !errors.Is(err, context.Canceled) {
-			a.log.Warn("slack: ack envelope", "envelope", req.EnvelopeID, "err", logSafe(err))
-		}
-		return
-	}
-	if q != nil {
-		q.commit(j)
-	}
+	d.q, d.durable = q, s.durable(d.job)
+	return d, true
 }

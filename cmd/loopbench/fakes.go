@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopbot/loopbot/adapters/slack"
@@ -99,6 +100,7 @@ type slackBot struct {
 
 	stopRun context.CancelFunc
 	runDone chan error
+	h       *reportingHandler
 }
 
 // handledEvent is the outcome of one bot.Handle call.
@@ -108,10 +110,27 @@ type handledEvent struct {
 	err error
 }
 
-// handlerFunc adapts a function to the adapter's Handler.
-type handlerFunc func(ctx context.Context, ev bot.Event) (bot.Result, error)
+// reportingHandler is the bot as the adapter sees it (Handle and Accept), reporting each
+// Handle's outcome and counting the Accept calls: one transaction, one disk sync, each.
+type reportingHandler struct {
+	b       *bot.Bot
+	handled chan<- handledEvent
+	accepts atomic.Int64
+}
 
-func (f handlerFunc) Handle(ctx context.Context, ev bot.Event) (bot.Result, error) { return f(ctx, ev) }
+func (h *reportingHandler) Handle(ctx context.Context, ev bot.Event) (bot.Result, error) {
+	res, err := h.b.Handle(ctx, ev)
+	select {
+	case h.handled <- handledEvent{ev: ev, res: res, err: err}:
+	default:
+	}
+	return res, err
+}
+
+func (h *reportingHandler) Accept(ctx context.Context, evs []bot.Event) ([]bool, error) {
+	h.accepts.Add(1)
+	return h.b.Accept(ctx, evs)
+}
 
 // startSlackBot starts a fake Slack, a bot on db with ag and cfg, and the Slack adapter in
 // front of it, and returns once the adapter's Socket Mode connection is up. expect sizes the
@@ -139,14 +158,8 @@ func startSlackBot(ctx context.Context, db *store.DB, ag *agent.Agent, cfg bot.C
 	s := &slackBot{fake: fake, bot: b, handled: make(chan handledEvent, expect), runDone: make(chan error, 1)}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopRun = stopRun
-	h := handlerFunc(func(ctx context.Context, ev bot.Event) (bot.Result, error) {
-		res, err := b.Handle(ctx, ev)
-		select {
-		case s.handled <- handledEvent{ev: ev, res: res, err: err}:
-		default:
-		}
-		return res, err
-	})
+	h := &reportingHandler{b: b, handled: s.handled}
+	s.h = h
 	go func() { s.runDone <- a.Run(runCtx, h) }()
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

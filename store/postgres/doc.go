@@ -12,7 +12,8 @@
 //	            record, its state without messages and calls)
 //	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
 //	records     bucket + key -> data: conversations, actions, channel_autonomy, grants, a
-//	            "memory:<channel>" bucket per channel, and small record types to come
+//	            "memory:<channel>" bucket per channel, inbox (event ID -> bot.InboxEntry,
+//	            inbox.go), and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data
 //	outbox      key -> data

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"Approvals", testApprovals},
 		{"Outbox", testOutbox},
 		{"Feedback", testFeedback},
+		{"Inbox", testInbox},
 		{"AuditOrder", testAuditOrder},
 		{"RejectsMissingKeys", testMissingKeys},
 		{"ViewIsReadOnly", testViewReadOnly},

@@ -1,0 +1,159 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// The inbox.
+//
+// A platform that does not deliver an acknowledged event again (Slack's Socket Mode) must
+// not be acknowledged before the event is durable: a process killed between the ack and
+// Handle would lose it. So the adapter hands the events that arrived together to Accept,
+// which stores them in one transaction (one disk sync for the batch), and acknowledges them
+// only after it returns. Each event then goes through Handle as before, and leaves the
+// inbox in the transaction that claims it (claimIn) or, for an event Handle takes no claim
+// for, right after Handle. What is still in the inbox when the process dies is handled at
+// the next Start, in the order it was accepted; Handle's claims make a second handling of
+// one event a duplicate.
+
+// InboxEntry is one accepted event waiting for Handle.
+type InboxEntry struct {
+	// Seq orders the entries: it grows with every accepted event.
+	Seq   int64 `json:"seq"`
+	Event Event `json:"event"`
+}
+
+// inbox is the bot's memory of what it accepted in this process.
+type inbox struct {
+	mu  sync.Mutex
+	seq int64
+	// pending are the IDs accepted (or replayed) and not yet handled: Handle removes their
+	// entries, and only theirs, so that an event that never was in the inbox costs nothing.
+	pending map[string]struct{}
+}
+
+// next reserves n sequence numbers and returns the first: at least the clock's nanoseconds,
+// so that entries keep their order across a restart, and above every number given before.
+func (in *inbox) next(now int64, n int) int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	first := max(in.seq+1, now)
+	in.seq = first + int64(n) - 1
+	return first
+}
+
+func (in *inbox) add(ids ...string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.pending == nil {
+		in.pending = make(map[string]struct{})
+	}
+	for _, id := range ids {
+		in.pending[id] = struct{}{}
+	}
+}
+
+// take reports whether id was pending, and forgets it.
+func (in *inbox) take(id string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, ok := in.pending[id]
+	delete(in.pending, id)
+	return ok
+}
+
+func (in *inbox) has(id string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, ok := in.pending[id]
+	return ok
+}
+
+// Accept stores evs in the inbox in one transaction and reports, for each, whether it was
+// added: false for an event whose ID is already waiting there (a redelivery, handled with
+// its first delivery). The caller acknowledges the platform after Accept returns nil and
+// hands each added event to Handle, in order per thread; an error stores none of them.
+func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
+	b.mu.Lock()
+	stopped := b.stopped
+	b.mu.Unlock()
+	if stopped {
+		return nil, ErrStopped
+	}
+	for _, ev := range evs {
+		if ev.ID == "" {
+			return nil, errors.New("accept events: an event without an ID")
+		}
+	}
+	added := make([]bool, len(evs))
+	seq := b.inbox.next(b.clock.Now().UnixNano(), len(evs))
+	err := b.store.Update(ctx, func(tx Tx) error {
+		for i, ev := range evs {
+			var err error
+			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("accept events: %w", err)
+	}
+	var ids []string
+	for i, ev := range evs {
+		if added[i] {
+			ids = append(ids, ev.ID)
+		}
+	}
+	b.inbox.add(ids...)
+	return added, nil
+}
+
+// settleInbox removes id's entry after Handle, if it was accepted and is still there: the
+// event was one Handle takes no claim for (a bot's message, a reply in a thread that is not
+// the bot's) or Handle failed, which the adapter has told the person.
+func (b *Bot) settleInbox(ctx context.Context, id string) {
+	if !b.inbox.take(id) {
+		return
+	}
+	err := b.store.Update(context.WithoutCancel(ctx), func(tx Tx) error { return tx.DeleteInbox(id) })
+	if err != nil {
+		// The entry is handled again at the next start, where its claim (if it took one)
+		// makes it a duplicate.
+		b.log.Warn("inbox: remove handled event", "event", id, "err", err)
+	}
+}
+
+// replayInbox handles, in the order they were accepted, the events a previous process
+// accepted and did not handle.
+func (b *Bot) replayInbox(ctx context.Context) error {
+	var entries []*InboxEntry
+	err := b.store.View(ctx, func(tx Tx) error {
+		var err error
+		entries, err = tx.Inbox()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read inbox: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	b.inbox.next(entries[len(entries)-1].Seq, 1)
+	for _, e := range entries {
+		b.inbox.add(e.Event.ID)
+		res, err := b.Handle(ctx, e.Event)
+		switch {
+		case err != nil:
+			b.log.Error("inbox: handle event accepted before the restart", "event", e.Event.ID, "kind", e.Event.Kind, "err", err)
+		case res.Notice != "":
+			// The person is not told: the adapter that would show it is not running yet.
+			b.log.Info("inbox: event accepted before the restart handled", "event", e.Event.ID, "notice", res.Notice)
+		}
+	}
+	b.log.Info("inbox: events accepted before the restart handled", "count", len(entries))
+	return nil
+}

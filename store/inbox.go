@@ -1,0 +1,59 @@
+package store
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/loopbot/loopbot/bot"
+)
+
+// The inbox holds the events an adapter has had accepted (bot/inbox.go) until the bot has
+// handled them, keyed by event ID so that a redelivery waiting with its first delivery is
+// one entry.
+
+func (t *tx) AddInbox(e *bot.InboxEntry) (bool, error) {
+	if e == nil || e.Event.ID == "" {
+		return false, errors.New("add inbox entry: no event ID")
+	}
+	b, err := t.bucket(bucketInbox)
+	if err != nil {
+		return false, fmt.Errorf("add inbox entry %s: %w", e.Event.ID, err)
+	}
+	if b.Get([]byte(e.Event.ID)) != nil {
+		return false, nil
+	}
+	if err := put(t, bucketInbox, e.Event.ID, "inbox entry", e); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Inbox reads the whole bucket: it holds the events accepted and not yet handled, a burst
+// at most.
+func (t *tx) Inbox() ([]*bot.InboxEntry, error) {
+	out, err := scan(t, bucketInbox, "inbox entry", func(*bot.InboxEntry) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b *bot.InboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// DeleteInbox writes only when the entry is there, so that handling an event that came
+// another way costs no disk sync (see group.go).
+func (t *tx) DeleteInbox(id string) error {
+	b, err := t.bucket(bucketInbox)
+	if err != nil {
+		return fmt.Errorf("delete inbox entry %s: %w", id, err)
+	}
+	if b.Get([]byte(id)) == nil {
+		return nil
+	}
+	t.wrote = true
+	if err := b.Delete([]byte(id)); err != nil {
+		return fmt.Errorf("delete inbox entry %s: %w", id, err)
+	}
+	return nil
+}
