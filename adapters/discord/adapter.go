@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -55,11 +56,13 @@ const eventTimeout = 30 * time.Second
 
 // Adapter is loopbot's Discord platform. Build it with New and run it with Run.
 type Adapter struct {
-	cfg    Config
-	s      *discordgo.Session
-	pubKey ed25519.PublicKey // HTTP mode only
-	now    func() time.Time
-	log    *slog.Logger
+	cfg Config
+	s   *discordgo.Session
+	// gatewayUsed is set once s has held a gateway connection (run.go's connect).
+	gatewayUsed atomic.Bool
+	pubKey      ed25519.PublicKey // HTTP mode only
+	now         func() time.Time
+	log         *slog.Logger
 
 	mu      sync.Mutex
 	botID   string
@@ -129,13 +132,23 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	for _, o := range opts {
 		o(a)
 	}
-	s, err := discordgo.New("Bot " + cfg.Token)
+	s, err := a.newSession()
+	if err != nil {
+		return nil, err
+	}
+	a.s = s
+	return a, nil
+}
+
+// newSession returns a discordgo session set up for the adapter, with no gateway session.
+func (a *Adapter) newSession() (*discordgo.Session, error) {
+	s, err := discordgo.New("Bot " + a.cfg.Token)
 	if err != nil {
 		return nil, fmt.Errorf("discord session: %w", err)
 	}
 	tr := &transport{next: http.DefaultTransport}
-	if cfg.APIURL != "" {
-		tr.base, _ = url.Parse(cfg.APIURL) // checked above
+	if a.cfg.APIURL != "" {
+		tr.base, _ = url.Parse(a.cfg.APIURL) // checked by New
 	}
 	s.Client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	s.ShouldRetryOnRateLimit = false
@@ -145,10 +158,9 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	// message, and each event's work is started on its own goroutine by the adapter.
 	s.SyncEvents = true
 	s.ShouldReconnectOnError = true
-	s.Identify.Intents = intents(cfg.MessageContent)
+	s.Identify.Intents = intents(a.cfg.MessageContent)
 	s.LogLevel = discordgo.LogError
-	a.s = s
-	return a, nil
+	return s, nil
 }
 
 // intents are the gateway intents the adapter asks for.

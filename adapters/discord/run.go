@@ -66,16 +66,26 @@ func (a *Adapter) runGateway(ctx context.Context, h bot.Handler) error {
 	return a.connect(ctx, h)
 }
 
-// connect holds one gateway connection until ctx ends.
+// connect holds one gateway connection until ctx ends. The first uses the adapter's
+// session; a later one (this replica leads the gateway again after it lost the role) a new
+// session, which identifies afresh: the old gateway session is stale, since another
+// replica's connection got the events meanwhile, and resuming it would replay them.
 func (a *Adapter) connect(ctx context.Context, h bot.Handler) error {
-	remove := a.s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onGatewayEvent(ctx, h, e) })
+	gw := a.s
+	if a.gatewayUsed.Swap(true) {
+		var err error
+		if gw, err = a.newSession(); err != nil {
+			return fmt.Errorf("run discord: %w", err)
+		}
+	}
+	remove := gw.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onGatewayEvent(ctx, h, e) })
 	defer remove()
 	// Open takes no context; it is bounded by the HTTP client's and the dialer's timeouts.
-	if err := a.s.Open(); err != nil {
+	if err := gw.Open(); err != nil {
 		return fmt.Errorf("run discord: connect to gateway: %w", err)
 	}
 	<-ctx.Done()
-	if err := a.s.Close(); err != nil {
+	if err := gw.Close(); err != nil {
 		a.log.Warn("discord: close gateway", "err", err)
 	}
 	return nil
