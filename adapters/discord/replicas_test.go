@@ -20,11 +20,7 @@ import (
 // message is received once, and the other connects once the leader stops.
 func TestGatewayHeldByOneReplica(t *testing.T) {
 	f := NewFakeDiscord(t)
-	db, err := store.Open(filepath.Join(t.TempDir(), "loopbot.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openReplicasStore(t)
 	start := replicaStarter(t, f)
 
 	stopA := start("a", db)
@@ -54,11 +50,7 @@ func TestGatewayHeldByOneReplica(t *testing.T) {
 // same adapter.
 func TestGatewayTakenBack(t *testing.T) {
 	f := NewFakeDiscord(t)
-	db, err := store.Open(filepath.Join(t.TempDir(), "loopbot.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openReplicasStore(t)
 	start := replicaStarter(t, f)
 	cut := &storetest.Cut{Replicated: db}
 	start("a", cut)
@@ -135,4 +127,15 @@ func replicaStarter(t *testing.T, f *FakeDiscord) func(id string, st bot.Store) 
 		return stop
 	}
 
+}
+
+// openReplicasStore opens the store the replicas of a test share.
+func openReplicasStore(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "loopbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
