@@ -127,43 +127,11 @@ func (t *tx) runKey(id string) ([]byte, error) {
 	return ids.Get([]byte(id)), nil
 }
 
-func (t *tx) Run(id string) (*bot.RunRecord, error) {
-	key, err := t.runKey(id)
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
-	}
-	if key == nil {
-		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
-	}
-	runs, err := t.bucket(bucketRuns)
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
-	}
-	data := runs.Get(key)
-	if data == nil {
-		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
-	}
-	return t.loadRun(key, data, id, true)
-}
+func (t *tx) Run(id string) (*bot.RunRecord, error) { return t.getRun(id, true) }
 
 // RunBrief reads run id as Run does, without reading its messages.
 func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
-	key, err := t.runKey(id)
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
-	}
-	if key == nil {
-		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
-	}
-	runs, err := t.bucket(bucketRuns)
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
-	}
-	data := runs.Get(key)
-	if data == nil {
-		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
-	}
-	r, err := t.loadRun(key, data, id, false)
+	r, err := t.getRun(id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +139,26 @@ func (t *tx) RunBrief(id string) (*bot.RunRecord, error) {
 		r.State.Messages = nil
 	}
 	return r, nil
+}
+
+// getRun reads run id, with its messages when withMessages is set.
+func (t *tx) getRun(id string, withMessages bool) (*bot.RunRecord, error) {
+	key, err := t.runKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	runs, err := t.bucket(bucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	data := runs.Get(key)
+	if data == nil {
+		return nil, fmt.Errorf("get run %s: the index names a missing record", id)
+	}
+	return t.loadRun(key, data, id, withMessages)
 }
 
 // loadRun decodes the run stored under key and reads its items: its calls, and its
