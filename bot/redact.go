@@ -38,6 +38,11 @@ type ruleSet struct {
 	// keywords are every rule's keywords once; ruleKeys[i] indexes rule i's.
 	keywords []string
 	ruleKeys [][]int
+	// keyRules[k] indexes the rules keyword k gates, and bare the rules no keyword gates: a
+	// text runs only the rules of the keywords it holds, so one that holds none (most button
+	// labels, titles and footers) runs none of them.
+	keyRules [][]int
+	bare     []int
 	// reach[i] is rule i's reach, worked out once: every text scanned asks it of every
 	// rule, and working it out takes case conversions of the rule's pattern.
 	reach []int
@@ -68,6 +73,15 @@ var loadRules = sync.OnceValue(func() *ruleSet {
 		}
 		set.ruleKeys = append(set.ruleKeys, ks)
 		set.reach = append(set.reach, ru.reach())
+	}
+	set.keyRules = make([][]int, len(set.keywords))
+	for i, ks := range set.ruleKeys {
+		if len(ks) == 0 {
+			set.bare = append(set.bare, i)
+		}
+		for _, k := range ks {
+			set.keyRules[k] = append(set.keyRules[k], i)
+		}
 	}
 	set.trie = ahocorasick.NewTrieBuilder().AddStrings(set.keywords).Build()
 	return set
@@ -154,18 +168,29 @@ func (r *Redactor) find(text string) []span {
 	// byte on these patterns, so scanning windows rather than the whole text is what keeps a
 	// long message cheap.
 	set := loadRules()
-	at := make([][]int, len(set.keywords))
+	var at map[int][]int // keyword -> where it occurs; nil when none does
 	set.trie.Walk(asciiLower(text), func(end, n, k int64) bool {
-		at[k] = append(at[k], int(end-n))
+		if at == nil {
+			at = map[int][]int{}
+		}
+		at[int(k)] = append(at[int(k)], int(end-n))
 		return true
 	})
-	for i, ru := range set.rules {
-		if len(set.ruleKeys[i]) == 0 {
-			spans = ru.find(spans, text, 0)
-			continue
+	for _, i := range set.bare {
+		spans = set.rules[i].find(spans, text, 0)
+	}
+	if at == nil {
+		return spans
+	}
+	gated := map[int]bool{}
+	for k := range at {
+		for _, i := range set.keyRules[k] {
+			gated[i] = true
 		}
+	}
+	for i := range gated {
 		for _, w := range set.windows(i, at, len(text)) {
-			spans = ru.find(spans, text[w.start:w.end], w.start)
+			spans = set.rules[i].find(spans, text[w.start:w.end], w.start)
 		}
 	}
 	return spans
@@ -178,7 +203,7 @@ const windowBefore = 160
 
 // windows returns the merged ranges of a text of length n that rule i scans, given where
 // each keyword occurs.
-func (set *ruleSet) windows(i int, at [][]int, n int) []span {
+func (set *ruleSet) windows(i int, at map[int][]int, n int) []span {
 	reach := set.reach[i]
 	var ws []span
 	for _, k := range set.ruleKeys[i] {
