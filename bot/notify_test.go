@@ -41,12 +41,7 @@ func TestCancelNotifiedToTheOwner(t *testing.T) {
 		if !a.log.has("run ended elsewhere") {
 			t.Errorf("a did not stop the run at once; its log:\n%s", a.log.buf.String())
 		}
-		if l := leaseOf(t, db, res.RunID); l.Owner != "" {
-			t.Errorf("lease after the cancel = %+v, want released", l)
-		}
-		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusCancelled {
-			t.Errorf("run is %s, want cancelled", rec.Status)
-		}
+		wantCancelledAndReleased(t, db, res.RunID)
 	})
 }
 

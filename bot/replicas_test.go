@@ -287,12 +287,7 @@ func TestCancelReachesTheOwningReplica(t *testing.T) {
 		if !a.log.has("run ended elsewhere") {
 			t.Errorf("a did not notice the cancel within %s; its log:\n%s", time.Since(start), a.log.buf.String())
 		}
-		if l := leaseOf(t, db, res.RunID); l.Owner != "" {
-			t.Errorf("lease after the cancel = %+v, want released", l)
-		}
-		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusCancelled {
-			t.Errorf("run is %s, want cancelled", rec.Status)
-		}
+		wantCancelledAndReleased(t, db, res.RunID)
 	})
 }
 
@@ -431,4 +426,15 @@ func TestOwnLapsedLeaseClaimedAgain(t *testing.T) {
 			t.Errorf("run is %s with its call %s after %d calls, want completed, succeeded, once", rec.Status, rec.State.Calls[0].Status, charge.calls.Load())
 		}
 	})
+}
+
+// wantCancelledAndReleased fails t unless run id is stored as cancelled with its lease given up.
+func wantCancelledAndReleased(t *testing.T, db *store.DB, id string) {
+	t.Helper()
+	if l := leaseOf(t, db, id); l.Owner != "" {
+		t.Errorf("lease after the cancel = %+v, want released", l)
+	}
+	if rec := runOf(t, db, id); rec.Status != agent.StatusCancelled {
+		t.Errorf("run is %s, want cancelled", rec.Status)
+	}
 }
