@@ -20,10 +20,10 @@ func TestBlockLayout(t *testing.T) {
 		fixed, budget, keep int
 		want                layout
 	}{
-		{"fewer than twice keep in full", n(7, 100), n(7, 10), n(7, 48), 50, 10000, 4, layout{}},
-		{"twice keep in full are cut back to keep", n(8, 100), n(8, 10), n(8, 48), 50, 10000, 4, layout{cut: 4}},
-		{"no cut until twice keep again", n(11, 100), n(11, 10), n(11, 48), 50, 10000, 4, layout{cut: 4}},
-		{"the next block", n(12, 100), n(12, 10), n(12, 48), 50, 10000, 4, layout{cut: 8}},
+		{"fewer than blockSteps times keep in full", n(15, 100), n(15, 10), n(15, 48), 50, 10000, 4, layout{}},
+		{"blockSteps times keep in full are cut back to keep", n(16, 100), n(16, 10), n(16, 48), 50, 10000, 4, layout{cut: 12}},
+		{"no cut until blockSteps times keep again", n(27, 100), n(27, 10), n(27, 48), 50, 10000, 4, layout{cut: 12}},
+		{"the next block", n(28, 100), n(28, 10), n(28, 48), 50, 10000, 4, layout{cut: 24}},
 		// At the fifth step 100+5*200 is over 1000: the steps in full are cut to at most half
 		// of the 1000-100-3*20 the rest leaves, two steps.
 		{"the budget cuts early and deep", n(5, 200), n(5, 20), n(5, 48), 100, 1000, 4, layout{cut: 3}},

@@ -37,7 +37,7 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("with context management: %w", err)
 	}
-	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000, NoProgressSteps: noProgressOff})
+	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000, OutputCap: -1, NoProgressSteps: noProgressOff})
 	if err != nil {
 		return nil, fmt.Errorf("with full history: %w", err)
 	}
