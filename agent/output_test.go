@@ -42,6 +42,9 @@ func TestReadOutputReturnsTheCutPart(t *testing.T) {
 		// The wire does not carry a tool result's name: the body tells them apart.
 		body := last.Content
 		isRead := strings.HasPrefix(body, "<untrusted-")
+		if !isRead && readRE.MatchString(body) {
+			t.Fatalf("read_output's result is not between the untrusted markers: %.80q", body)
+		}
 		if m := wrapRE.FindStringSubmatch(body); m != nil {
 			body = m[1]
 		}
