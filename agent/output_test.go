@@ -43,7 +43,8 @@ func TestReadOutputReturnsTheCutPart(t *testing.T) {
 		body := last.Content
 		isRead := strings.HasPrefix(body, "<untrusted-")
 		if !isRead && readRE.MatchString(body) {
-			t.Fatalf("read_output's result is not between the untrusted markers: %.80q", body)
+			t.Errorf("read_output's result is not between the untrusted markers: %.80q", body)
+			return text("done")
 		}
 		if m := wrapRE.FindStringSubmatch(body); m != nil {
 			body = m[1]
@@ -116,11 +117,13 @@ func TestReadOutputRefuses(t *testing.T) {
 	}
 }
 
+// atoi reads a number the regexps above matched as digits; it runs in the model server's
+// goroutine, so it reports rather than stops the test.
 func atoi(t *testing.T, s string) int {
 	t.Helper()
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return n
 }
