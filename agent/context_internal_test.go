@@ -59,15 +59,18 @@ type nopModel struct{}
 func (nopModel) Complete(context.Context, Request) (Reply, error) { return Reply{}, nil }
 
 // stepsState is a run of n steps, each one call whose output is size bytes, as the state
-// holds it after the last step's results.
-func stepsState(n, size int) *State {
+// holds it after the last step's results: the calls' records with their outputs, and the
+// conversation with each output capped at limit as the loop reports it.
+func stepsState(n, size, limit int) *State {
 	st := NewState("bench", "fetch every page and summarise them", nil, time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
 	out := strings.Repeat("0123456789abcdef\n", size/17+1)[:size]
 	for i := range n {
 		id := "call-" + strconv.Itoa(i)
+		args := `{"n":` + strconv.Itoa(i) + `}`
+		st.Calls = append(st.Calls, CallRecord{ID: id, Name: "fetch", Arguments: args, Status: CallSucceeded, Output: out, Reported: true})
 		st.Messages = append(st.Messages,
-			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "fetch", Arguments: `{"n":` + strconv.Itoa(i) + `}`}}},
-			Message{Role: RoleTool, ToolCallID: id, Name: "fetch", Content: out})
+			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "fetch", Arguments: args}}},
+			Message{Role: RoleTool, ToolCallID: id, Name: "fetch", Content: capOutput(out, limit, id)})
 	}
 	return st
 }
@@ -89,7 +92,7 @@ func BenchmarkPrompt(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			full := stepsState(steps, 8192)
+			full := stepsState(steps, 8192, ag.outputCap())
 			st := *full
 			r := &runner{a: ag, st: &st}
 			ctx := context.Background()
@@ -116,7 +119,7 @@ func TestDigestSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{a: ag, st: stepsState(0, 0)}
+	r := &runner{a: ag, st: stepsState(0, 0, 0)}
 	got := r.digestSteps([]Message{
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "fetch", Arguments: `{"n":1}`}}},
 		{Role: RoleTool, ToolCallID: "c1", Name: "fetch", Content: "a long page"},
