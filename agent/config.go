@@ -70,8 +70,8 @@ type Config struct {
 	TruncateChars int `toml:"truncate_chars"`
 	// OutputCap is how many bytes of a tool output enter the conversation: a longer one is
 	// shown as its head and tail around a line that says how to read the rest with
-	// read_output (output.go). A sixteenth of ContextTokens (8000 bytes at the default
-	// budget) when unset; a negative value turns the cap off.
+	// read_output (output.go). A thirty-second of ContextTokens, in bytes (4000 at the
+	// default budget), when unset; a negative value turns the cap off.
 	OutputCap int `toml:"output_cap"`
 
 	// SanityEvery runs the sanity check every so many steps; zero turns it off.
@@ -127,9 +127,9 @@ func (c Config) Defaults() Config {
 	set(&c.ContextTokens, 32000)
 	set(&c.KeepRecent, 4)
 	set(&c.TruncateChars, 600)
-	// A sixteenth of the budget (in bytes, at four a token): what one step adds is then
+	// A thirty-second of the budget (in bytes, at four a token): what one step adds is then
 	// small against the prompt it joins, so most of each prompt repeats the one before.
-	set(&c.OutputCap, c.ContextTokens/4)
+	set(&c.OutputCap, c.ContextTokens/8)
 	set(&c.MaxParallelSteps, 2)
 	set(&c.StepRetries, 2)
 	if c.Planning == "" {

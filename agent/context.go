@@ -34,8 +34,8 @@ import (
 //
 // A request's cached share is about 1 - new/size, and a block cut makes new everything from
 // its first shortened step on, so cuts pay off when they are rare: with outputs capped at a
-// sixteenth of the budget, the steps in full grow until the budget or sixteen steps (at the
-// default KeepRecent of 4) before a cut.
+// thirty-second of the budget, the steps in full grow until the budget or sixteen steps (at
+// the default KeepRecent of 4) before a cut.
 
 // blockSteps times KeepRecent steps in full make a block cut due even under the budget.
 const blockSteps = 4

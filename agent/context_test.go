@@ -34,7 +34,7 @@ func TestPromptsShareAPrefix(t *testing.T) {
 		// 2 KB outputs: four times KeepRecent steps fit the default budget, so outputs are
 		// cut twelve at a time, when sixteen steps are in full.
 		{name: "default budget", outputKB: 2, maxRewrites: steps / (3 * keep)},
-		// 8 KB outputs, capped at 3000 bytes, reach a 12000-token budget within about a
+		// 8 KB outputs, capped at 1500 bytes, reach a 12000-token budget within about a
 		// dozen steps: the cuts come sooner but still in blocks.
 		{name: "tight budget", budget: 12000, outputKB: 8, maxRewrites: steps / 8},
 		// At 5000 tokens the shortened 2 KB outputs alone come to half the budget after
