@@ -129,3 +129,38 @@ func atoi(t *testing.T, s string) int {
 }
 
 func tailOf(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestExecutorReadsItsOutput checks that an executor of a planned run, which works on a
+// sub-run of its own, reads the cut part of its own call's output with read_output.
+func TestExecutorReadsItsOutput(t *testing.T) {
+	full := strings.Repeat("abcdefghij", 500)
+	full = full[:1000] + "THE MIDDLE" + full[1010:]
+	dump := &fakeTool{name: "dump", readOnly: true, fn: func(context.Context, json.RawMessage) (string, error) { return full, nil }}
+	c := newCrew(t,
+		[]step{planJSON(planStep("s1", "dump it", agent.ScopeReadOnly)), accept()},
+		map[string][]step{"s1": {calls(call("dump", `{}`)), text("the middle says THE MIDDLE")}})
+	// The executor's call IDs carry its sub-run's prefix: it reads the one the marker names.
+	scripted := c.exec.route
+	c.exec.route = func(req agent.Request) step {
+		if m := cutRE.FindStringSubmatch(lastContent(req)); m != nil {
+			return calls(call("read_output", fmt.Sprintf(`{"call_id":%q,"offset":%s,"length":10}`, m[1], m[2])))
+		}
+		return scripted(req)
+	}
+	r := newRun(t, c.agent(agent.Config{OutputCap: 2000}, dump), "dump it")
+	r.advance()
+	r.wantStatus(agent.StatusCompleted)
+	reqs := c.execRequests("s1")
+	if len(reqs) != 3 {
+		t.Fatalf("%d executor requests, want 3", len(reqs))
+	}
+	if first := lastContent(reqs[1]); strings.Contains(first, "THE MIDDLE") || !cutRE.MatchString(first) {
+		t.Errorf("the executor was shown %.120q, want the output capped around its middle", first)
+	}
+	if read := lastContent(reqs[2]); !regexp.MustCompile(`\[bytes 1000 to 1010 of 5000 of the result of dump \(call [^)]*call_1_0\); offset 1010 continues\]\nTHE MIDDLE`).MatchString(read) {
+		t.Errorf("read_output answered the executor %.200q", read)
+	}
+}
+
+// lastContent is the content of a request's last message.
+func lastContent(req agent.Request) string { return req.Messages[len(req.Messages)-1].Content }
