@@ -232,7 +232,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 					more = false
 				}
 			}
-			d.feed()
+			d.feed(ctx)
 			// A last pass sees whether the outbox is empty now.
 			want = want || draining
 		}
@@ -345,7 +345,7 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 		d.queue = append(d.queue, j)
 		left++
 	}
-	d.feed()
+	d.feed(ctx)
 	// Settling a sent item is tried again until the store takes it.
 	for _, ch := range d.channels {
 		for key := range ch.unsettled {
@@ -368,10 +368,13 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 }
 
 // feed hands queued items to the workers while some are free. An item whose channel came to
-// be held meanwhile stays in the outbox for a later pass.
-func (d *dispatcher) feed() {
+// be held meanwhile stays in the outbox for a later pass. The new posts among them are
+// marked in the store first (outbox_intent.go), in the write that settles what the workers
+// did last.
+func (d *dispatcher) feed(ctx context.Context) {
 	now := time.Now()
-	for d.inflight < d.workers && len(d.queue) > 0 {
+	var out []job
+	for d.inflight+len(out) < d.workers && len(d.queue) > 0 {
 		j := d.queue[0]
 		d.queue = d.queue[1:]
 		ch := d.channel(j.key)
@@ -383,6 +386,18 @@ func (d *dispatcher) feed() {
 			continue
 		}
 		ch.busy = true
+		if d.mark(&j) {
+			d.settling = append(d.settling, result{job: j, outcome: outcomeMark})
+		}
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return
+	}
+	// A mark that cannot be written leaves the call as it was before marks: a sender
+	// after this one would post again without saying it may repeat.
+	d.settle(ctx)
+	for _, j := range out {
 		d.inflight++
 		d.jobs <- j
 	}

@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,6 +76,67 @@ func TestNewLeaderHonoursTheRetryAfterTheLastOneHeard(t *testing.T) {
 		}
 		if holds, err := db.Holds(context.Background()); err != nil || len(holds) != 0 {
 			t.Errorf("stored holds %+v (%v) after the channel was called again, want none", holds, err)
+		}
+	})
+}
+
+// TestNewLeaderSaysAPostMayRepeat has replica a, the outbox's leader, make the answer's post
+// and never hear back, as if killed before it could record that the answer went out. The
+// item was marked as being sent before the call. b takes the outbox over, posts the answer
+// again, since it may never have reached the thread, and says on it that it may repeat one.
+func TestNewLeaderSaysAPostMayRepeat(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		clk := &clock{}
+		m := newModel(t)
+		m.srv.SetFallback(say("Hello."))
+		a := newReplica(t, "a", db, clk, m)
+		time.Sleep(time.Second) // a leads; b starts after it
+		b := newReplica(t, "b", db, clk, m)
+		release := make(chan struct{})
+		defer close(release)
+		a.plat.mu.Lock()
+		a.plat.fail = func(o op) error {
+			if o.msg.Kind == bot.KindAnswer {
+				<-release
+			}
+			return nil
+		}
+		a.plat.mu.Unlock()
+		if _, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		var marked *bot.Sending
+		if err := db.View(context.Background(), func(tx bot.Tx) error {
+			items, err := tx.Outbox()
+			for _, it := range items {
+				if it.Kind == bot.OutboxAnswer {
+					marked = it.Sending
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if marked == nil || marked.Owner != "a" {
+			t.Fatalf("the answer's item is marked %+v while a posts it, want marked by a", marked)
+		}
+
+		a.store.Set(true)
+		clk.Advance(31 * time.Second)
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		answers := b.plat.sent(bot.KindAnswer)
+		if len(answers) != 1 {
+			t.Fatalf("b posted %d answers, want the one a may not have posted", len(answers))
+		}
+		if !strings.Contains(answers[0].msg.Footer, "may repeat") {
+			t.Errorf("b's answer says %q in its footer, want that it may repeat one", answers[0].msg.Footer)
+		}
+		if !b.log.has("posting it again") {
+			t.Errorf("b's log does not say it posts a marked item again:\n%s", b.log.buf.String())
 		}
 	})
 }

@@ -17,6 +17,8 @@ type job struct {
 	// record that; shown is what this leader last showed in the message the item edits.
 	unsettled *unsettled
 	shown     *unsettled
+	// repeat says another sender marked the item as being posted: the post may repeat.
+	repeat bool
 }
 
 // outcome is what the loop does with an item once its job is done.
@@ -27,6 +29,7 @@ const (
 	outcomeKept                 // not sent (a rate limit, a failure to retry, ctx ended): it stays
 	outcomeDrop                 // it cannot be sent: delete it
 	outcomeRetry                // the call failed: count the attempt and back off
+	outcomeMark                 // not sent yet: write its Sending mark before the call
 )
 
 // result is what a worker did with a job.
@@ -81,6 +84,10 @@ func (d *dispatcher) call(ctx context.Context, j job) result {
 		err = j.p.Update(ctx, existing, out)
 		r.shownIn = existing
 	} else {
+		if j.repeat {
+			d.log.Warn("outbox item marked by another sender, which stopped; posting it again", "item", j.it.Key, "by", j.it.Sending.Owner)
+			out = withRepeatNote(out)
+		}
 		var ref MessageRef
 		ref, err = j.p.Post(ctx, j.it.Thread, out)
 		if ref.ID != "" {

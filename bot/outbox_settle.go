@@ -56,7 +56,7 @@ func (d *dispatcher) settle(ctx context.Context) {
 // settled forgets the unsettled state of items the store now knows about.
 func (d *dispatcher) settled(batch []result) {
 	for _, r := range batch {
-		if ch := d.channels[r.key]; ch != nil {
+		if ch := d.channels[r.key]; ch != nil && (r.outcome == outcomeSent || r.outcome == outcomeDrop) {
 			delete(ch.unsettled, r.it.Key)
 		}
 	}
@@ -74,6 +74,10 @@ func settleAll(tx Tx, batch []result) error {
 			}
 		case outcomeDrop:
 			if err := tx.DeleteOutbox(r.it.Key); err != nil {
+				return err
+			}
+		case outcomeMark:
+			if err := tx.PutOutbox(r.it); err != nil {
 				return err
 			}
 		case outcomeRetry:
