@@ -278,6 +278,7 @@ func (d *dispatcher) due(t time.Time) {
 // how many it read.
 func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) {
 	if !d.lead.holds(ctx) {
+		d.queue = d.queue[:0]
 		return time.Time{}, 0, 0 // another replica sends the outbox
 	}
 	d.loadHolds(ctx)

@@ -151,6 +151,12 @@ func (d *dispatcher) outcome(ctx context.Context, ch *channel, r result) {
 			// Honour Retry-After for this channel only; the item is tried once more after it.
 			log.Warn("platform rate limit", "retry_after", rl.RetryAfter)
 			d.hold(ctx, r.key, ch, rl.RetryAfter, "rate limit")
+			if r.it.Sending != nil {
+				// The platform refused the post, so it did not go out: whoever sends it
+				// next need not say it may repeat one.
+				r.it.Sending, r.outcome = nil, outcomeMark
+				d.settling = append(d.settling, r)
+			}
 		}
 		return
 	case outcomeRetry:

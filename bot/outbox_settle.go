@@ -77,6 +77,7 @@ func settleAll(tx Tx, batch []result) error {
 				return err
 			}
 		case outcomeMark:
+			// Marks and unmarks are written on items only records write, once each.
 			if err := tx.PutOutbox(r.it); err != nil {
 				return err
 			}

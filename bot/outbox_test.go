@@ -256,5 +256,9 @@ func TestStopGivesUpWhenItsContextEnds(t *testing.T) {
 		if wait := answers[0].at.Sub(limitedAt); wait < 10*time.Minute {
 			t.Errorf("the answer was posted %s after a 429 asking for 10m", wait)
 		}
+		// The platform refused the first post, so the answer does not repeat one.
+		if strings.Contains(answers[0].msg.Footer, "may repeat") {
+			t.Errorf("the answer's footer says %q, want no note: the platform refused the first post", answers[0].msg.Footer)
+		}
 	})
 }
