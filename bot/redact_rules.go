@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,7 +28,7 @@ type rule struct {
 	entropy float64
 	// allow are gitleaks's allowlists of the rule (and the global ones): known examples,
 	// placeholders and template variables that are not secrets.
-	allow []*gitleaks.Allowlist
+	allow []*allowlist
 
 	// re is compiled on the rule's first use: compiling all of them takes time and memory,
 	// and most rules never meet their keyword.
@@ -116,6 +117,8 @@ func gitleaksRules() ([]*rule, error) {
 		return nil, fmt.Errorf("load gitleaks rules: %w", err)
 	}
 	var out []*rule
+	// The global allowlists are converted once and shared by every rule.
+	global := map[*gitleaks.Allowlist]*allowlist{}
 	for _, id := range cfg.OrderedRules {
 		gr := cfg.Rules[id]
 		// Rules that match file paths, or serve only as parts of composite rules, say
@@ -125,8 +128,13 @@ func gitleaksRules() ([]*rule, error) {
 		}
 		// Compiled on first use (rule.regexp); TestRulesCompile compiles every pattern.
 		pattern := strings.ReplaceAll(gr.Regex.String(), gitleaksEnd, chatEnd)
-		r := &rule{id: id, pattern: pattern, grp: gr.SecretGroup, entropy: gr.Entropy,
-			allow: append(append([]*gitleaks.Allowlist(nil), gr.Allowlists...), cfg.Allowlists...)}
+		r := &rule{id: id, pattern: pattern, grp: gr.SecretGroup, entropy: gr.Entropy}
+		for _, a := range append(append([]*gitleaks.Allowlist(nil), gr.Allowlists...), cfg.Allowlists...) {
+			if global[a] == nil {
+				global[a] = allowlistOf(a)
+			}
+			r.allow = append(r.allow, global[a])
+		}
 		for _, k := range gr.Keywords {
 			r.keywords = append(r.keywords, strings.ToLower(k))
 		}
@@ -193,26 +201,51 @@ func (r *rule) reach() int {
 	return 1024
 }
 
+// allowlist is what the redactor needs of a gitleaks allowlist. gitleaks's own type keeps,
+// for its stop words, an Aho-Corasick trie that took 8.6 MB of heap for as long as the
+// process ran; a finding is rare next to the texts scanned, so its stop words are looked
+// for one by one instead, which is what gitleaks itself does for an allowlist without a
+// trie.
+type allowlist struct {
+	// and is gitleaks's AND condition: every kind of check listed must hold, where one
+	// suffices otherwise. never is set for an AND on commits or paths, which never holds for
+	// a message.
+	and, never bool
+	// target is what the regexes look at: the secret (""), the whole match ("match") or its
+	// lines ("line").
+	target    string
+	regexes   []*regexp.Regexp
+	stopWords []string // lower case
+}
+
+func allowlistOf(a *gitleaks.Allowlist) *allowlist {
+	out := &allowlist{and: a.MatchCondition == gitleaks.AllowlistMatchAnd, target: a.RegexTarget, regexes: a.Regexes}
+	out.never = out.and && (len(a.Commits) > 0 || len(a.Paths) > 0)
+	for _, w := range a.StopWords {
+		out.stopWords = append(out.stopWords, strings.ToLower(w))
+	}
+	return out
+}
+
 // allowed reports whether one of the rule's allowlists says the finding is no secret, the
 // way gitleaks decides it for a file without a path or commit.
 func (r *rule) allowed(text, secret string, start, end int) bool {
 	for _, a := range r.allow {
-		if a.MatchCondition == gitleaks.AllowlistMatchAnd && (len(a.Commits) > 0 || len(a.Paths) > 0) {
-			// A condition on commits or paths never holds for a message.
+		if a.never {
 			continue
 		}
 		target := secret
-		switch a.RegexTarget {
+		switch a.target {
 		case "match":
 			target = text[start:end]
 		case "line":
 			target = lineAround(text, start, end)
 		}
-		re := len(a.Regexes) > 0 && a.RegexAllowed(target)
-		stop, _ := a.ContainsStopWord(secret)
-		stop = len(a.StopWords) > 0 && stop
-		if a.MatchCondition == gitleaks.AllowlistMatchAnd {
-			if (len(a.Regexes) == 0 || re) && (len(a.StopWords) == 0 || stop) && (len(a.Regexes) > 0 || len(a.StopWords) > 0) {
+		re := target != "" && slices.ContainsFunc(a.regexes, func(x *regexp.Regexp) bool { return x.MatchString(target) })
+		lower := strings.ToLower(secret)
+		stop := secret != "" && slices.ContainsFunc(a.stopWords, func(w string) bool { return strings.Contains(lower, w) })
+		if a.and {
+			if (len(a.regexes) == 0 || re) && (len(a.stopWords) == 0 || stop) && (len(a.regexes) > 0 || len(a.stopWords) > 0) {
 				return true
 			}
 			continue
