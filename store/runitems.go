@@ -93,7 +93,7 @@ func loadItems[T any](items *bolt.Bucket, runKey []byte, kind byte, what string)
 			return nil, fmt.Errorf("%s: item key %x out of sequence at element %d", what, k, len(out))
 		}
 		var e T
-		if err := json.Unmarshal(v, &e); err != nil {
+		if err := unmarshal(v, &e); err != nil {
 			return nil, fmt.Errorf("decode %s item %c%d: %w", what, kind, len(out), err)
 		}
 		out = append(out, e)
