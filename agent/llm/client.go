@@ -21,7 +21,11 @@ var _ agent.Model = (*Client)(nil)
 // Client is an agent.Model over an OpenAI-compatible endpoint. It is safe for concurrent
 // use.
 type Client struct {
-	api        *openai.Client
+	api *openai.Client
+	// hc and endpoint send a completion that is not streamed (request.go); hc is the
+	// client go-openai uses too, with the header tap.
+	hc         *http.Client
+	endpoint   endpoint
 	model      string
 	stream     bool
 	maxRetries int
@@ -123,6 +127,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	hc.Transport = &headerTap{base: base}
 	oc.HTTPClient = hc
 	c.api = openai.NewClientWithConfig(oc)
+	c.hc, c.endpoint = hc, newEndpoint(oc, cfg.Model, cfg.APIKey)
 	c.completionTokens = officialOpenAI(cfg)
 	return c, nil
 }
@@ -218,14 +223,20 @@ func (c *Client) attempt(ctx context.Context, creq openai.ChatCompletionRequest,
 	return agent.Reply{}, &attemptError{err: err, resp: rec.get()}
 }
 
-// completeOnce asks for the reply as one JSON body. go-openai sends the request and reads
-// the answer; the reply is then decoded from the body the header tap kept, with this
-// package's types, which accept tool-call arguments sent as an object (go-openai's refuse
-// them, which is the one decoding error let through) and see an error object in a 200 body.
+// completeOnce asks for the reply as one JSON body, sent by post (request.go); the reply is
+// decoded from the body the header tap kept, with this package's types, which accept
+// tool-call arguments sent as an object (go-openai's refuse them) and see an error object
+// in a 200 body.
 func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionRequest, rec *responseRecord) (agent.Reply, error) {
-	_, err := c.api.CreateChatCompletion(ctx, creq)
-	var typeErr *json.UnmarshalTypeError
-	if err != nil && !errors.As(err, &typeErr) {
+	// What go-openai checks before it sends: the parameters reasoning models refuse.
+	if err := openai.NewReasoningValidator().Validate(creq); err != nil {
+		return agent.Reply{}, err
+	}
+	reqBody, err := encodeRequest(creq)
+	if err != nil {
+		return agent.Reply{}, err
+	}
+	if err := c.post(ctx, reqBody); err != nil {
 		return agent.Reply{}, err
 	}
 	body, ok := rec.keptBody()
