@@ -147,12 +147,22 @@ const maxQuietStreamLines = 20000
 // IdleConnTimeout all the same, so a burst leaves none behind for long.
 const maxIdleConnsPerHost = 1024
 
+// connBufferSize is the size of the read and of the write buffer of each HTTP/1.1
+// connection to the endpoint, where the standard library's default is 4 KB each. A bot with a
+// thousand runs has a thousand connections open to a local model server (HTTPS endpoints
+// speak HTTP/2 over one), and their buffers were 8 MB of the heap, which the GC's goal
+// doubles: the 1000-run makespan scenario's peak heap fell by 10-14 MB. A bigger request
+// costs one more write at most: once the buffer holding the headers is flushed, the body
+// goes straight to the socket, as a reply longer than the buffer is read straight from it.
+const connBufferSize = 1 << 10
+
 // newTransport is the standard library's default transport, keeping enough idle
 // connections for many runs at once.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no limit across hosts; the per-host one holds
 	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
 	return t
 }
 
