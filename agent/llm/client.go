@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loopbot/loopbot/agent"
@@ -254,7 +255,7 @@ func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionReq
 		return agent.Reply{}, fmt.Errorf("the reply is longer than %d bytes", maxKeptBody)
 	}
 	var resp completion
-	if err := json.Unmarshal(body, &resp); err != nil {
+	if err := jsonv1.Unmarshal(body, &resp); err != nil {
 		return agent.Reply{}, fmt.Errorf("decode reply: %w", err)
 	}
 	if resp.Error != nil {
@@ -297,7 +298,7 @@ func (c *Client) completeStream(ctx context.Context, creq openai.ChatCompletionR
 			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
 		}
 		var ck chunk
-		if err := json.Unmarshal(line, &ck); err != nil {
+		if err := jsonv1.Unmarshal(line, &ck); err != nil {
 			return agent.Reply{}, fmt.Errorf("read stream: %w", err)
 		}
 		acc.add(ck)

@@ -1,14 +1,18 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loopbot/loopbot/agent"
@@ -166,6 +170,34 @@ func TestAPIError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 404, Status: "404 Not Found", Body: io.NopCloser(strings.NewReader(tt.body))}
 			tt.check(t, apiError(resp))
+		})
+	}
+}
+
+// BenchmarkDecodeReply decodes a recorded OpenAI reply with two parallel tool calls into the
+// client's wire types: "encoding/json" is how the client decoded it before, "jsonv1" is
+// encoding/json's rules on encoding/json/v2's implementation, which the client uses now.
+// Besides its speed, the second needs less stack: encoding/json's recursive decoder (and
+// the arguments' nested decode) grew every run goroutine that read a reply past 16 KB, a
+// third of the makespan scenario's goroutine stacks.
+func BenchmarkDecodeReply(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "openai_json_parallel_tools.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := data[bytes.Index(data, []byte("\n{"))+1:]
+	for _, dec := range []struct {
+		name string
+		fn   func([]byte, any) error
+	}{{"encoding/json", json.Unmarshal}, {"jsonv1", jsonv1.Unmarshal}} {
+		b.Run(dec.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var resp completion
+				if err := dec.fn(body, &resp); err != nil || len(resp.Choices[0].Message.ToolCalls) != 2 {
+					b.Fatalf("decode: %v, %+v", err, resp)
+				}
+			}
 		})
 	}
 }
