@@ -611,21 +611,6 @@ func (t *tx) PutOutbox(item bot.OutboxItem) error {
 	return put(t, bucketOutbox, item.Key, "outbox item", &item)
 }
 
-// Outbox lists the items oldest first, so that a thread's messages go out in the order they
-// were asked for. The outbox only holds what is not yet sent, so sorting it is cheap.
-func (t *tx) Outbox() ([]bot.OutboxItem, error) {
-	items, err := scan(t, bucketOutbox, "outbox item", func(*bot.OutboxItem) bool { return true })
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(items, func(a, b *bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	out := make([]bot.OutboxItem, len(items))
-	for i, it := range items {
-		out[i] = *it
-	}
-	return out, nil
-}
-
 // DeleteOutbox removes the item with key. A missing key is not an error: the item was sent
 // and deleted before.
 func (t *tx) DeleteOutbox(key string) error {
