@@ -106,6 +106,11 @@ type Tx interface {
 	Inbox() ([]*InboxEntry, error)
 	DeleteInbox(id string) error
 
+	// RunLease is Leaser.Lease inside the transaction: the run's lease as stored, which a
+	// replica reads to tell whether the one that asked a question still works on its run
+	// (ask.go). It wraps ErrNotFound for a run never claimed, and locks nothing.
+	RunLease(runID string) (Lease, error)
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error

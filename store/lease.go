@@ -153,6 +153,13 @@ func (db *DB) Lease(ctx context.Context, runID string) (bot.Lease, error) {
 	return l, err
 }
 
+func (t *tx) RunLease(runID string) (bot.Lease, error) {
+	if t.closed {
+		return bot.Lease{RunID: runID}, ErrTxClosed
+	}
+	return getLease(t.btx.Bucket(bucketRunLeases), runID)
+}
+
 // UpdateFenced runs fn as Update does, after checking in the same transaction that l is
 // the run's current lease.
 func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
