@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
@@ -186,7 +184,7 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(met.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", met.reg)
 	// `loopbot runs` asks here while this process holds the database file (runsremote.go).
 	if s.adminFile != "" {
 		token, unpublish, err := publishAdmin(s.adminFile, s.adminAddr)
