@@ -2,7 +2,6 @@ package web
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -25,22 +24,27 @@ type indexPart struct {
 }
 
 // parseIndexPage splits the page at its banners and refuses any other template action, so
-// that a page edited beyond what this renders fails at start (and in every test).
+// that a page edited beyond what this renders fails at start (and in every test). It cuts
+// strings rather than matching a regular expression: New runs at every start, and a
+// backtracking match of the page took 37 KB.
 func parseIndexPage(page string) (*indexPage, error) {
-	// The one construct the page may use; compiled here, not at init, as New runs once.
-	banner := regexp.MustCompile(`\{\{if \.(\w+)\}\}(.*?)\{\{\.(\w+)\}\}(.*?)\{\{end\}\}`)
 	var p indexPage
-	last := 0
-	for _, m := range banner.FindAllStringSubmatchIndex(page, -1) {
-		field, shown := page[m[2]:m[3]], page[m[6]:m[7]]
-		if field != shown {
-			return nil, fmt.Errorf("banner {{if .%s}} shows {{.%s}}", field, shown)
+	rest := page
+	for {
+		text, action, found := strings.Cut(rest, "{{if .")
+		if !found {
+			break
 		}
-		p.parts = append(p.parts, indexPart{text: page[last:m[0]]},
-			indexPart{field: field, before: page[m[4]:m[5]], after: page[m[8]:m[9]]})
-		last = m[1]
+		field, body, ok := strings.Cut(action, "}}")
+		before, after, ok2 := strings.Cut(body, "{{."+field+"}}")
+		after, rest2, ok3 := strings.Cut(after, "{{end}}")
+		if !ok || !ok2 || !ok3 || field == "" || strings.ContainsAny(field, " {}.") {
+			return nil, fmt.Errorf("index page: a banner is not {{if .Field}}...{{.Field}}...{{end}}")
+		}
+		p.parts = append(p.parts, indexPart{text: text}, indexPart{field: field, before: before, after: after})
+		rest = rest2
 	}
-	p.parts = append(p.parts, indexPart{text: page[last:]})
+	p.parts = append(p.parts, indexPart{text: rest})
 	for _, part := range p.parts {
 		if strings.Contains(part.text+part.before+part.after, "{{") {
 			return nil, fmt.Errorf("index page: a template action other than {{if .Field}}...{{.Field}}...{{end}}")
