@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/internal/lazyre"
 	"github.com/loopbot/loopbot/store/postgres"
 )
 
@@ -234,4 +234,4 @@ func secretValues(cfg Config) []string {
 }
 
 // secretName matches the names of environment variables and headers that hold credentials.
-var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|auth|cookie|credential|session)`)
+var secretName = lazyre.New(`(?i)(key|token|secret|passw|auth|cookie|credential|session)`)
