@@ -49,6 +49,8 @@ var notInTheBinary = map[string]string{
 	// The Prometheus client's data model is protocol buffers; /metrics is written by
 	// cmd/loopbot/promtext.go.
 	"github.com/prometheus/client_golang": "it brings the protobuf runtime",
+	// Its init builds the metrics' descriptions at every start; promruntime.go reads GOGC.
+	"runtime/metrics": "its init runs at every start for one figure",
 }
 
 // agentMayReach lists what package agent may depend on besides the standard library.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,12 +49,8 @@ func runtimeFamilies() []family {
 			}},
 		&gaugeFunc{opts: opts{name: "go_sched_gomaxprocs_threads", help: "The current runtime.GOMAXPROCS setting."},
 			collect: single(func() float64 { return float64(runtime.GOMAXPROCS(0)) })},
-		&gaugeFunc{opts: opts{name: "go_gc_gogc_percent", help: "Heap size target percentage configured by the user, otherwise 100 (GOGC, debug.SetGCPercent)."},
-			collect: single(func() float64 {
-				s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
-				rtmetrics.Read(s)
-				return float64(s[0].Value.Uint64())
-			})},
+		&gaugeFunc{opts: opts{name: "go_gc_gogc_percent", help: "Heap size target percentage configured by the user (GOGC), otherwise 100; -1 when off."},
+			collect: single(func() float64 { return float64(gogcPercent(os.Getenv("GOGC"))) })},
 		&gaugeFunc{opts: opts{name: "go_gc_gomemlimit_bytes", help: "Go runtime memory limit configured by the user, otherwise math.MaxInt64 (GOMEMLIMIT, debug.SetMemoryLimit)."},
 			collect: single(func() float64 { return float64(debug.SetMemoryLimit(-1)) })},
 		gcPauses{},
@@ -83,6 +78,19 @@ func runtimeFamilies() []family {
 		memstat("last_gc_time_seconds", "", "Number of seconds since 1970 of last garbage collection.", func(m *runtime.MemStats) float64 { return float64(m.LastGC) / 1e9 }),
 	}
 	return fs
+}
+
+// gogcPercent reads GOGC as the runtime does at start; loopbot never changes it later.
+// Reading it from runtime/metrics instead would link that package, whose init builds its
+// descriptions at every start.
+func gogcPercent(env string) int {
+	if env == "off" {
+		return -1
+	}
+	if n, err := strconv.Atoi(env); err == nil {
+		return n
+	}
+	return 100
 }
 
 // gcPauses is go_gc_duration_seconds: a summary of the GC's stop-the-world pauses, with

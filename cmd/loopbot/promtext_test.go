@@ -112,6 +112,14 @@ func TestRuntimeAndProcessFamilies(t *testing.T) {
 	}
 }
 
+func TestGOGCPercent(t *testing.T) {
+	for env, want := range map[string]int{"": 100, "off": -1, "50": 50, "400": 400, "junk": 100} {
+		if got := gogcPercent(env); got != want {
+			t.Errorf("gogcPercent(%q) = %d, want %d", env, got, want)
+		}
+	}
+}
+
 func TestParseProcStat(t *testing.T) {
 	// The command name may hold spaces and parentheses.
 	line := "4242 (loop bot) (x)) S 1 4242 4242 0 -1 4194560 2222 0 0 0 150 37 0 0 20 0 9 0 12345 1772019712 6248 18446744073709551615"
