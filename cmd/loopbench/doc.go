@@ -30,7 +30,10 @@
 //	         LOOPBOT_DATABASE_URL), the bytes being the growth of the server's write-ahead
 //	         log; without a URL it measures nothing.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
-//	         context management, divided by those of the same run keeping full history.
+//	         context management, divided by those of the same run as a naive loop that keeps
+//	         the full history and every output whole. The outputs are test logs, web pages
+//	         and file listings of 3/8 to 13/8 of -output-kb; the run fails unless the model
+//	         was shown the first and last line of each one.
 //	         cache_prefix_ratio: the share of each managed request's tools and messages that
 //	         repeats the previous request's byte for byte from the start, the prefix a
 //	         provider's prompt cache serves, averaged over requests. cached_cost_ratio: the

@@ -168,7 +168,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 // TestScenariosRunSmall runs every scenario at a small size: each must complete its runs
 // and report the keys it promises. It checks no speed, only that the measurement works.
 func TestScenariosRunSmall(t *testing.T) {
-	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
+	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-prompt-budget=32000", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
 	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
@@ -179,7 +179,8 @@ func TestScenariosRunSmall(t *testing.T) {
 	if b := got["checkpoint_bytes_per_step"]; b < 4096 {
 		t.Errorf("checkpoint_bytes_per_step = %v, want at least a page", b)
 	}
-	// Four 1 KB outputs fit any budget, so context management changes nothing here.
+	// Four outputs of at most 1.6 KB fit the budget and its 4000-byte output cap, so context
+	// management changes nothing here.
 	if r := got["prompt_token_ratio"]; r != 1 {
 		t.Errorf("prompt_token_ratio = %v, want 1 for a task that fits the budget", r)
 	}
