@@ -209,19 +209,27 @@ func TestScenariosRunSmall(t *testing.T) {
 
 // TestStartupRunsBinary builds and starts the real loopbot binary twice and checks that the
 // startup scenario reports its figures: the resident set, its split into the process's own
-// memory and mapped file pages, and the heap as the runtime counts it.
+// memory and mapped file pages and into the binary's sections, and the heap as the runtime
+// counts it.
 func TestStartupRunsBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the loopbot binary")
 	}
 	got := figuresOf(t, "-scenarios=startup", "-startup-runs=2", "-idle=100ms")
-	if len(got) != 5 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
-		t.Errorf("figures = %v, want positive startup_ms and idle_rss_mb", got)
+	if len(got) != 6+len(residentParts) || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 || got["binary_mb"] <= 0 {
+		t.Errorf("figures = %v, want positive startup_ms, idle_rss_mb and binary_mb and the parts", got)
 	}
-	for _, k := range []string{"idle_anon_mb", "idle_file_mb", "idle_heap_inuse_mb"} {
+	for _, k := range []string{"idle_anon_mb", "idle_file_mb", "idle_heap_inuse_mb", "idle_text_mb", "idle_pclntab_mb"} {
 		if got[k] <= 0 || got[k] > got["idle_rss_mb"] {
 			t.Errorf("%s = %v, want a positive part of idle_rss_mb %v", k, got[k], got["idle_rss_mb"])
 		}
+	}
+	var sum float64
+	for _, p := range residentParts {
+		sum += got["idle_"+p+"_mb"]
+	}
+	if rss := got["idle_rss_mb"]; sum < rss*0.9 || sum > rss*1.1 {
+		t.Errorf("the parts add up to %v MB, want about idle_rss_mb %v", sum, rss)
 	}
 }
 
