@@ -82,6 +82,7 @@ type DB struct {
 	// whether a leader is committing.
 	wmu     sync.Mutex
 	queue   []*write
+	firsts  []*write // writes of updateFirst, which go ahead of queue
 	writing bool
 
 	// Records found not to decode, to be moved to the quarantine bucket once the
@@ -295,6 +296,14 @@ func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
 	// Whatever fn found undecodable is moved aside once its transaction has ended.
 	defer db.quarantine()
 	return db.update(ctx, func(t *tx) error { return fn(t) })
+}
+
+// UpdateFirst is Update for a write a caller waits on at once, as a platform waits for the
+// acknowledgement of the events bot.Bot.Accept stores: it goes into the next transaction
+// ahead of the writes already waiting (group.go).
+func (db *DB) UpdateFirst(ctx context.Context, fn func(tx bot.Tx) error) error {
+	defer db.quarantine()
+	return db.updateFirst(ctx, func(t *tx) error { return fn(t) })
 }
 
 // View runs fn in one read-only transaction, which sees a consistent snapshot.
