@@ -30,6 +30,9 @@ type Adapter struct {
 	// pingTimeout, if set, replaces socketPingTimeout, so that tests can see a silent
 	// connection replaced.
 	pingTimeout time.Duration
+	// intakeHold, if set, replaces intakeHold, so that tests can hold the workers as long
+	// as they need or not at all.
+	intakeHold time.Duration
 	// status is what each thread's assistant status was last set to (Config.Assistant).
 	status statuses
 	// streams are the answers being streamed (stream.go).

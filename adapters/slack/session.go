@@ -52,6 +52,8 @@ type session struct {
 	acc    acceptor // h, when it accepts events; nil otherwise
 	self   identity
 	queues [workers]*queue
+	// intake holds the workers while envelopes wait for their acknowledgement (intake.go).
+	intake *intake
 	wg     sync.WaitGroup
 	// work is the context of handling: it outlives Run's context by the drain.
 	work     context.Context
@@ -60,7 +62,11 @@ type session struct {
 }
 
 func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) *session {
-	s := &session{a: a, h: h, self: self}
+	hold := intakeHold
+	if a.intakeHold > 0 {
+		hold = a.intakeHold
+	}
+	s := &session{a: a, h: h, self: self, intake: newIntake(hold)}
 	s.acc, _ = h.(acceptor)
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	limit := queueCap
@@ -76,6 +82,7 @@ func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) 
 				if !ok {
 					return
 				}
+				s.intake.wait(s.work)
 				s.process(j)
 			}
 		})
@@ -145,6 +152,7 @@ func (s *session) drain() {
 		return
 	}
 	s.closed = true
+	s.intake.reset()
 	for _, q := range s.queues {
 		q.close()
 	}

@@ -48,8 +48,11 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	// is behind, which leaves them in the socket.
 	envelopes := make(chan envelope, maxBatch)
 	done := make(chan error, 1)
+	s := a.newSession(ctx, h, self)
+	defer s.drain()
 	go func() {
 		done <- sc.run(runCtx, func(e envelope) {
+			s.intake.arrived()
 			select {
 			case envelopes <- e:
 			case <-runCtx.Done():
@@ -57,8 +60,6 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 		})
 	}()
 
-	s := a.newSession(ctx, h, self)
-	defer s.drain()
 	// The acker accepts and acknowledges one batch at a time, in the order they came,
 	// while this loop decodes what arrives meanwhile into the next: a burst is accepted
 	// in as many transactions as there are disk syncs in its time, each batch the
@@ -106,6 +107,8 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 		case e := <-in:
 			if d, ok := a.decodeEnvelopeJob(s, e); ok {
 				next = append(next, d)
+			} else {
+				s.intake.settled(1)
 			}
 			if a.decoded != nil {
 				a.decoded(len(next))
@@ -182,6 +185,7 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *sessio
 			d.q.commit(d.job)
 		}
 	}
+	s.intake.settled(len(ds))
 }
 
 // decodeEnvelopeJob decodes a Socket Mode envelope's payload into the delivery to
