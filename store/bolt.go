@@ -153,6 +153,13 @@ func Open(path string, opts ...Option) (*DB, error) {
 	}
 }
 
+// initialMmapSize is the mapping bbolt starts with, and so the size the file first grows
+// to (bbolt grows a file under 16 MB to its mapping): a new store's first commits would
+// otherwise each grow the file (a truncate and a sync of its own) and map it again, which
+// waits for every reader, while an intake commit waits behind them. The file is sparse,
+// so the space not written takes no room on disk.
+const initialMmapSize = 16 << 20
+
 // openFile checks and opens the file at path, and reports whether the path names another
 // file by the time its lock was granted, before writing anything to it.
 func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
@@ -165,7 +172,7 @@ func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
 	var file *os.File
 	err := guard(func() error {
 		var err error
-		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout,
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout, InitialMmapSize: initialMmapSize,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag, perm)
 				file = f
