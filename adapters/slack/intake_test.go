@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/bot"
@@ -115,10 +116,12 @@ func TestSocketHoldRunsOut(t *testing.T) {
 	}
 }
 
-// TestIntakeHold: the intake holds from the first envelope of a busy spell until the last
-// is settled, or until the hold runs out, and not again until it has been idle.
+// TestIntakeHold: the intake holds from the first envelope of a busy spell until nothing
+// has been pending for the linger, or until the hold runs out, and not again until it has
+// been idle. The bubble's clock makes the timers exact.
 func TestIntakeHold(t *testing.T) {
 	isOpen := func(in *intake) bool {
+		synctest.Wait()
 		in.mu.Lock()
 		open := in.open
 		in.mu.Unlock()
@@ -129,41 +132,52 @@ func TestIntakeHold(t *testing.T) {
 			return false
 		}
 	}
-	in := newIntake(time.Hour)
-	if !isOpen(in) {
-		t.Fatal("a new intake holds")
-	}
-	in.arrived()
-	in.arrived()
-	in.settled(1)
-	if isOpen(in) {
-		t.Error("open with one envelope pending")
-	}
-	in.settled(1)
-	if !isOpen(in) {
-		t.Error("held with nothing pending")
-	}
-
-	short := newIntake(time.Millisecond)
-	short.arrived()
-	deadline := time.Now().Add(fakeWait)
-	for !isOpen(short) && time.Now().Before(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		in := newIntake(time.Hour, 2*time.Millisecond)
+		if !isOpen(in) {
+			t.Fatal("a new intake holds")
+		}
+		in.arrived()
+		in.arrived()
+		in.settled(1)
+		if isOpen(in) {
+			t.Error("open with one envelope pending")
+		}
+		in.settled(1)
 		time.Sleep(time.Millisecond)
-	}
-	if !isOpen(short) {
-		t.Fatal("the hold did not run out")
-	}
-	short.arrived()
-	if !isOpen(short) {
-		t.Error("held again in the same busy spell")
-	}
-	short.settled(2)
-	short.arrived()
-	if isOpen(short) {
-		t.Error("not held in a new busy spell")
-	}
-	short.reset()
-	if !isOpen(short) {
-		t.Error("held after reset")
-	}
+		if isOpen(in) {
+			t.Error("open before nothing was pending for the linger")
+		}
+		// One more within the linger: the spell goes on.
+		in.arrived()
+		time.Sleep(5 * time.Millisecond)
+		if isOpen(in) {
+			t.Error("open with one envelope pending, after the linger of the one before")
+		}
+		in.settled(1)
+		time.Sleep(2 * time.Millisecond)
+		if !isOpen(in) {
+			t.Error("held after nothing was pending for the linger")
+		}
+
+		short := newIntake(10*time.Millisecond, time.Hour)
+		short.arrived()
+		time.Sleep(10 * time.Millisecond)
+		if !isOpen(short) {
+			t.Fatal("the hold did not run out")
+		}
+		short.arrived()
+		if !isOpen(short) {
+			t.Error("held again in the same busy spell")
+		}
+		short.settled(2)
+		short.arrived()
+		if isOpen(short) {
+			t.Error("not held in a new busy spell")
+		}
+		short.reset()
+		if !isOpen(short) {
+			t.Error("held after reset")
+		}
+	})
 }

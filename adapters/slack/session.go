@@ -66,7 +66,7 @@ func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) 
 	if a.intakeHold > 0 {
 		hold = a.intakeHold
 	}
-	s := &session{a: a, h: h, self: self, intake: newIntake(hold)}
+	s := &session{a: a, h: h, self: self, intake: newIntake(hold, intakeLinger)}
 	s.acc, _ = h.(acceptor)
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	limit := queueCap
