@@ -164,14 +164,23 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *sessio
 			a.log.Error("slack: accept events; envelopes left unacknowledged for Slack to deliver again", "count", len(accept), "err", logSafe(err))
 		}
 	}
+	// The acks are written together, and only then are the jobs handed on.
+	var acks []ackFrame
+	for _, d := range ds {
+		if !d.dropped {
+			acks = append(acks, ackFrame{d.envelope, d.answer})
+		}
+	}
+	var err error
+	if len(acks) > 0 {
+		if err = sc.ack(acks...); err != nil {
+			a.log.Warn("slack: ack envelopes", "count", len(acks), "err", logSafe(err))
+		}
+	}
 	for i := range ds {
 		d := &ds[i]
 		if d.dropped {
 			continue
-		}
-		err := sc.ack(d.envelope, d.answer)
-		if err != nil {
-			a.log.Warn("slack: ack envelope", "envelope", d.envelope, "err", logSafe(err))
 		}
 		switch {
 		case d.q == nil:

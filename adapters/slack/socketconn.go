@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -66,7 +67,10 @@ type socketClient struct {
 // socketConn is one WebSocket connection.
 type socketConn struct {
 	ws *websocket.Conn
-	n  int
+	// out is the network connection under ws, which holds the acks of a batch so that
+	// they go out in one write.
+	out *batchConn
+	n   int
 	// wmu serializes writes: gorilla/websocket allows one writer at a time (pongs are
 	// control frames, which it lets through concurrently).
 	wmu sync.Mutex
@@ -143,10 +147,20 @@ func (c *socketClient) open(ctx context.Context) (*socketConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var out *batchConn
 	d := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: socketHandshakeTimeout,
 		WriteBufferSize:  socketWriteBuffer,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var nd net.Dialer
+			nc, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			out = &batchConn{Conn: nc}
+			return out, nil
+		},
 	}
 	// Slack's WebSocket front end expects the Origin of its own site, as slack-go sends.
 	ws, resp, err := d.DialContext(ctx, url, http.Header{"Origin": {"https://api.slack.com"}})
@@ -158,7 +172,7 @@ func (c *socketClient) open(ctx context.Context) (*socketConn, error) {
 	}
 	c.mu.Lock()
 	c.conns++
-	conn := &socketConn{ws: ws, n: c.conns}
+	conn := &socketConn{ws: ws, out: out, n: c.conns}
 	c.cur = conn
 	c.mu.Unlock()
 	return conn, nil
@@ -218,16 +232,29 @@ func (c *socketClient) read(ctx context.Context, conn *socketConn, deliver func(
 	}
 }
 
-// ack writes the acknowledgement of envelopeID, with payload when it is not nil, on the
-// connection open now. An envelope not acknowledged is delivered again by Slack, on this
-// connection or the next, so a failed write needs nothing more than its error.
-func (c *socketClient) ack(envelopeID string, payload any) error {
-	b, err := json.Marshal(struct {
-		EnvelopeID string `json:"envelope_id"`
-		Payload    any    `json:"payload,omitempty"`
-	}{envelopeID, payload})
-	if err != nil {
-		return fmt.Errorf("encode ack: %w", err)
+// ackFrame is one acknowledgement: an envelope's ID, and the payload that answers it
+// (a slash command's reply) or nil.
+type ackFrame struct {
+	envelopeID string
+	payload    any
+}
+
+// ack writes the acknowledgements of a batch on the connection open now, in one write to
+// the socket (one system call on each side instead of one an ack). An envelope not
+// acknowledged is delivered again by Slack, on this connection or the next, so a failed
+// write needs nothing more than its error, which is for all of them: a write that fails
+// may have sent some.
+func (c *socketClient) ack(acks ...ackFrame) error {
+	frames := make([][]byte, len(acks))
+	for i, a := range acks {
+		b, err := json.Marshal(struct {
+			EnvelopeID string `json:"envelope_id"`
+			Payload    any    `json:"payload,omitempty"`
+		}{a.envelopeID, a.payload})
+		if err != nil {
+			return fmt.Errorf("encode ack: %w", err)
+		}
+		frames[i] = b
 	}
 	c.mu.Lock()
 	conn := c.cur
@@ -237,9 +264,56 @@ func (c *socketClient) ack(envelopeID string, payload any) error {
 	}
 	conn.wmu.Lock()
 	defer conn.wmu.Unlock()
-	_ = conn.ws.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
-	if err := conn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+	conn.out.hold()
+	for _, b := range frames {
+		_ = conn.ws.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
+		if err := conn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			_ = conn.out.flush()
+			return fmt.Errorf("write ack: %w", err)
+		}
+	}
+	if err := conn.out.flush(); err != nil {
 		return fmt.Errorf("write ack: %w", err)
 	}
 	return nil
+}
+
+// batchConn is a network connection whose writes can be held and sent together. What is
+// written while nothing is held (a pong) goes out at once; a pong written while a batch
+// is held goes out with it.
+type batchConn struct {
+	net.Conn
+	mu      sync.Mutex
+	holding bool
+	buf     []byte
+}
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holding {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// hold keeps the writes until flush.
+func (c *batchConn) hold() {
+	c.mu.Lock()
+	c.holding = true
+	c.mu.Unlock()
+}
+
+// flush writes what was held, and stops holding.
+func (c *batchConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = false
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	c.buf = c.buf[:0]
+	return err
 }

@@ -3,6 +3,8 @@ package slack
 import (
 	"context"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +91,43 @@ func TestSocketSilentConnectionReplaced(t *testing.T) {
 	rec := newRecorder()
 	f.adapter(rec, Config{}, func(a *Adapter) { a.pingTimeout = 50 * time.Millisecond })
 	f.wait("a silent connection was kept", func() bool { return f.Connections() >= 3 })
+}
+
+// countingConn records the writes that reach the network.
+type countingConn struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, slices.Clone(p))
+	return len(p), nil
+}
+
+// TestBatchConn: what is written while a batch is held reaches the network in one write at
+// the flush; what is written otherwise goes out at once.
+func TestBatchConn(t *testing.T) {
+	nc := &countingConn{}
+	c := &batchConn{Conn: nc}
+	if _, err := c.Write([]byte("pong")); err != nil || len(nc.writes) != 1 {
+		t.Fatalf("a write outside a batch: %d writes, err %v; want it sent at once", len(nc.writes), err)
+	}
+	c.hold()
+	for _, p := range []string{"ack1", "ack2", "ack3"} {
+		if _, err := c.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(nc.writes) != 1 {
+		t.Fatalf("%d writes while held, want none sent", len(nc.writes)-1)
+	}
+	if err := c.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(nc.writes) != 2 || string(nc.writes[1]) != "ack1ack2ack3" {
+		t.Errorf("writes %q, want the batch in one", nc.writes)
+	}
+	if _, err := c.Write([]byte("pong")); err != nil || len(nc.writes) != 3 {
+		t.Errorf("a write after the flush: %d writes, err %v; want it sent at once", len(nc.writes), err)
+	}
 }
