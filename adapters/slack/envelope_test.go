@@ -177,8 +177,9 @@ func benchmarkFrame(b *testing.B) []byte {
 // BenchmarkSocketFrameToEvent is the receiving loop's work for one app_mention envelope,
 // from the frame's bytes to the bot.Event to accept: with slack-go's socketmode client
 // (the frame read as a json.RawMessage, decoded into its Request, the payload parsed by
-// slackevents, then read again by decodeMessage), and with decodeEnvelope handing the
-// payload to decodeMessage alone.
+// slackevents, then read again by the adapter for an assistant thread and for a message:
+// the path before the adapter had its own loop), and with decodeEnvelope handing the
+// payload to decodeMessage, which reads the callback and its event once each.
 func BenchmarkSocketFrameToEvent(b *testing.B) {
 	frame := benchmarkFrame(b)
 	self := identity{UserID: "UBOT", TeamID: "T1"}
@@ -202,6 +203,9 @@ func BenchmarkSocketFrameToEvent(b *testing.B) {
 			}
 			if _, err := slackevents.ParseEvent(req.Payload, slackevents.OptionNoVerifyToken()); err != nil {
 				b.Fatal(err)
+			}
+			if _, _, ok, _ := decodeThreadStarted(req.Payload); ok {
+				b.Fatal("a mention taken for a new assistant thread")
 			}
 			if _, _, ok, err := decodeMessage(req.Payload, self); !ok || err != nil {
 				b.Fatal(ok, err)

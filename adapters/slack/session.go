@@ -338,6 +338,17 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 
 // fromEvent turns a decoded Events API callback into a job, or nothing.
 func (s *session) fromEvent(body []byte) (job, bool) {
+	cb, m, err := decodeCallback(body)
+	if err != nil {
+		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
+		return job{}, false
+	}
+	if cb.Type != "event_callback" {
+		return job{}, false
+	}
+	if m.Type != "assistant_thread_started" {
+		return s.fromMessage(cb, m)
+	}
 	if id, thread, ok, err := decodeThreadStarted(body); ok || err != nil {
 		if err != nil {
 			s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
@@ -347,7 +358,12 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 		}
 		return job{ev: bot.Event{ID: id, Thread: thread}, prompts: true}, true
 	}
-	ev, ts, ok, err := decodeMessage(body, s.self)
+	return job{}, false
+}
+
+// fromMessage turns a decoded message event into a job, or nothing.
+func (s *session) fromMessage(cb callback, m message) (job, bool) {
+	ev, ts, ok, err := messageOf(cb, m, s.self)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
