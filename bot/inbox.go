@@ -18,12 +18,21 @@ import (
 // for, right after Handle. What is still in the inbox when the process dies is handled at
 // the next Start, in the order it was accepted; Handle's claims make a second handling of
 // one event a duplicate.
+//
+// With replicas, each entry names the replica that accepted it, which handles it: another
+// replica that handled it too would make one of the two handlings a duplicate, and the
+// person's notice (which only the adapter that took the event can show) could be the lost
+// one. So Start replays only this replica's own entries (an earlier process of its ID left
+// them) and those of replicas that are gone (presence.go); the outbox's leader adopts gone
+// replicas' entries as it goes, too.
 
 // InboxEntry is one accepted event waiting for Handle.
 type InboxEntry struct {
 	// Seq orders the entries: it grows with every accepted event.
 	Seq   int64 `json:"seq"`
 	Event Event `json:"event"`
+	// Replica is the ID of the replica that accepted it; "" from a version without one.
+	Replica string `json:"replica,omitempty"`
 }
 
 // inbox is the bot's memory of what it accepted in this process.
@@ -104,7 +113,7 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 	err := update(ctx, func(tx Tx) error {
 		for i, ev := range evs {
 			var err error
-			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev}); err != nil {
+			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev, Replica: b.pres.owner}); err != nil {
 				return err
 			}
 		}
@@ -138,9 +147,11 @@ func (b *Bot) settleInbox(ctx context.Context, id string) {
 	}
 }
 
-// replayInbox handles, in the order they were accepted, the events a previous process
-// accepted and did not handle.
-func (b *Bot) replayInbox(ctx context.Context) error {
+// replayInbox handles, in the order they were accepted, the inbox's events that no live
+// replica will handle: at Start this replica's own (an earlier process of its ID accepted
+// them) and those without a replica, and always those of replicas that are gone, each of
+// which this replica adopts for the time it handles them.
+func (b *Bot) replayInbox(ctx context.Context, atStart bool) error {
 	var entries []*InboxEntry
 	err := b.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -154,17 +165,49 @@ func (b *Bot) replayInbox(ctx context.Context) error {
 		return nil
 	}
 	b.inbox.next(entries[len(entries)-1].Seq, 1)
+	gone := map[string]bool{}
+	defer func() {
+		for id, adopted := range gone {
+			if adopted {
+				b.pres.leave(context.WithoutCancel(ctx), id)
+			}
+		}
+	}()
+	n := 0
 	for _, e := range entries {
+		switch r := e.Replica; {
+		case r == "" || r == b.pres.owner:
+			if !atStart {
+				continue // being handled here
+			}
+		default:
+			adopted, seen := gone[r]
+			if !seen {
+				if adopted, err = b.pres.adopt(ctx, r); err != nil {
+					return fmt.Errorf("adopt the inbox of replica %s: %w", r, err)
+				}
+				gone[r] = adopted
+				if adopted {
+					b.log.Info("inbox: adopting the events of a gone replica", "replica", r)
+				}
+			}
+			if !adopted {
+				continue // its live replica handles it
+			}
+		}
+		n++
 		b.inbox.add(e.Event.ID)
 		res, err := b.Handle(ctx, e.Event)
 		switch {
 		case err != nil:
-			b.log.Error("inbox: handle event accepted before the restart", "event", e.Event.ID, "kind", e.Event.Kind, "err", err)
+			b.log.Error("inbox: handle event accepted before the restart", "event", e.Event.ID, "kind", e.Event.Kind, "replica", e.Replica, "err", err)
 		case res.Notice != "":
 			// The person is not told: the adapter that would show it is not running yet.
 			b.log.Info("inbox: event accepted before the restart handled", "event", e.Event.ID, "notice", res.Notice)
 		}
 	}
-	b.log.Info("inbox: events accepted before the restart handled", "count", len(entries))
+	if n > 0 {
+		b.log.Info("inbox: events accepted before the restart handled", "count", n)
+	}
 	return nil
 }

@@ -201,6 +201,10 @@ func (t *HTTPFetch) Call(ctx context.Context, inv agent.Invocation) (string, err
 	for k, v := range args.Headers {
 		req.Header.Set(k, v)
 	}
+	// A key the model set (a service's own format) is kept: one request carries one.
+	if key := idempotencyKey(inv); key != "" && sendsIdempotencyKey(method) && req.Header.Get(headerIdempotencyKey) == "" {
+		req.Header.Set(headerIdempotencyKey, sfString(key))
+	}
 	ua := t.cfg.UserAgent
 	if ua == "" {
 		ua = "loopbot-http-fetch/1"

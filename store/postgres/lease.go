@@ -104,9 +104,23 @@ func (db *DB) runOrder(ctx context.Context, leases []bot.Lease) ([]bot.Lease, er
 
 // lockLease reads the run's lease, locking its row until the transaction ends.
 func (t *tx) lockLease(runID string) (bot.Lease, error) {
+	return t.readLease(runID, t.forUpdate())
+}
+
+// RunLease reads the run's lease without locking it: a takeover that commits meanwhile
+// is not waited for.
+func (t *tx) RunLease(runID string) (bot.Lease, error) {
+	if err := t.check(false); err != nil {
+		return bot.Lease{RunID: runID}, fmt.Errorf("lease of run %s: %w", runID, err)
+	}
+	return t.readLease(runID, "")
+}
+
+// readLease reads the run's lease, with lock ("" or " FOR UPDATE").
+func (t *tx) readLease(runID, lock string) (bot.Lease, error) {
 	l := bot.Lease{RunID: runID}
 	var ns int64
-	err := t.ptx.QueryRow(t.ctx, "SELECT owner, epoch, expires_ns FROM run_leases WHERE run_id = $1"+t.forUpdate(), runID).Scan(&l.Owner, &l.Epoch, &ns)
+	err := t.ptx.QueryRow(t.ctx, "SELECT owner, epoch, expires_ns FROM run_leases WHERE run_id = $1"+lock, runID).Scan(&l.Owner, &l.Epoch, &ns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, fmt.Errorf("lease of run %s: %w", runID, bot.ErrNotFound)
 	}

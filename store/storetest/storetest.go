@@ -89,8 +89,10 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"ClaimsExclusive", testClaimsExclusive},
 		{"TwoHandles", testTwoHandles},
+		{"RunLease", testRunLease},
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
+		{"Holds", testHolds},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
