@@ -362,4 +362,6 @@ type OutboxItem struct {
 	Actions   []string  `json:"actions,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Attempts  int       `json:"attempts,omitempty"`
+	// Sending is written before a new post is made (outbox_intent.go).
+	Sending *Sending `json:"sending,omitempty"`
 }
