@@ -68,6 +68,11 @@ type Config struct {
 	ContextStrategy string `toml:"context_strategy"`
 	// TruncateChars is how much of an older tool output stays when truncated.
 	TruncateChars int `toml:"truncate_chars"`
+	// OutputCap is how many bytes of a tool output enter the conversation: a longer one is
+	// shown as its head and tail around a line that says how to read the rest with
+	// read_output (output.go). A thirty-second of ContextTokens, in bytes (4000 at the
+	// default budget), when unset; a negative value turns the cap off.
+	OutputCap int `toml:"output_cap"`
 
 	// SanityEvery runs the sanity check every so many steps; zero turns it off.
 	SanityEvery int `toml:"sanity_every"`
@@ -122,6 +127,9 @@ func (c Config) Defaults() Config {
 	set(&c.ContextTokens, 32000)
 	set(&c.KeepRecent, 4)
 	set(&c.TruncateChars, 600)
+	// A thirty-second of the budget (in bytes, at four a token): what one step adds is then
+	// small against the prompt it joins, so most of each prompt repeats the one before.
+	set(&c.OutputCap, c.ContextTokens/8)
 	set(&c.MaxParallelSteps, 2)
 	set(&c.StepRetries, 2)
 	if c.Planning == "" {

@@ -137,7 +137,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	b.clock = &clock{now: b.now}
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy, savePlaybooks: b.cfg.Playbooks.Dir != ""}
-	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
+	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval), b.clock.Now)
 	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.outboxChanged)
 	b.sched.ask = b.ask
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}

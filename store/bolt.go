@@ -92,6 +92,9 @@ type DB struct {
 
 	// notes are the bots' notifications to one another (notify.go).
 	notes notices
+
+	// outbox holds the outbox items as last decoded (outboxcache.go).
+	outbox outboxCache
 }
 
 // WriteError returns why the last write failed if no write has committed since, else nil:
