@@ -37,6 +37,9 @@ const (
 	// channelCancel tells the replica that works on the run in the payload that the run
 	// ended in the store (a cancel written elsewhere); an empty payload means any run.
 	channelCancel = "loopbot_cancel"
+	// channelAnswer tells the replica whose call waits on the question in the payload that
+	// another replica stored its answer (ask.go); an empty payload means any question.
+	channelAnswer = "loopbot_answer"
 )
 
 // notifier is the bot's use of a store's Notifier. Outbox changes are coalesced: a burst of
@@ -96,7 +99,7 @@ func (b *Bot) listen(ctx context.Context) {
 	if b.notes.n == nil {
 		return
 	}
-	for n := range b.notes.n.Listen(ctx, channelOutbox, channelCancel) {
+	for n := range b.notes.n.Listen(ctx, channelOutbox, channelCancel, channelAnswer) {
 		switch n.Channel {
 		case channelOutbox:
 			if n.Payload != b.notes.owner && b.lead.leads() {
@@ -104,6 +107,8 @@ func (b *Bot) listen(ctx context.Context) {
 			}
 		case channelCancel:
 			b.sched.stopEnded(ctx, n.Payload)
+		case channelAnswer:
+			b.asks.check(n.Payload)
 		}
 	}
 }
