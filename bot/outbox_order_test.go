@@ -263,3 +263,67 @@ func TestOneItemTheStoreRefusesDoesNotHoldTheOthers(t *testing.T) {
 		}
 	})
 }
+
+// viewCounter is a store whose reads take 10ms and that counts how many are made at once.
+type viewCounter struct {
+	*store.DB
+	mu        sync.Mutex
+	now, most int
+}
+
+func (s *viewCounter) View(ctx context.Context, fn func(tx bot.Tx) error) error {
+	s.mu.Lock()
+	s.now++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+	}()
+	time.Sleep(10 * time.Millisecond)
+	return s.DB.View(ctx, fn)
+}
+
+// TestRendersTakeFewStoreReadsAtOnce sends notices in eight channels at once: their calls go
+// out together, but the workers read the store two at a time (and the loop once), so that on
+// PostgreSQL the dispatcher does not take the pool's connections from the runs.
+func TestRendersTakeFewStoreReadsAtOnce(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		st := &viewCounter{DB: db}
+		at := time.Now().UTC()
+		if err := db.Update(context.Background(), func(tx bot.Tx) error {
+			for i := range 8 {
+				th := bot.ThreadRef{Platform: "test", Channel: fmt.Sprintf("C%d", i), Thread: "T1"}
+				if err := tx.PutOutbox(bot.OutboxItem{Key: fmt.Sprintf("notice/%d", i), Kind: bot.OutboxNotice, Thread: th, Text: "hello", CreatedAt: at.Add(time.Duration(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		plat := &timedPlatform{took: 300 * time.Millisecond}
+		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{plat}, bot.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(plat.calls) != 8 {
+			t.Fatalf("%d notices posted, want 8", len(plat.calls))
+		}
+		if st.most > 3 {
+			t.Errorf("%d store reads at once, want at most 3 (two workers' and the loop's)", st.most)
+		}
+	})
+}
