@@ -20,7 +20,7 @@ type outboxOnly struct {
 }
 
 type outboxOnlyTx struct {
-	Tx // nil: only DeleteOutbox is used
+	Tx      // nil: only DeleteOutbox is used
 	s       *outboxOnly
 	deleted []string
 }
