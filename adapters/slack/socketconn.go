@@ -94,7 +94,7 @@ func (c *socketClient) run(ctx context.Context, deliver func(envelope)) error {
 		switch {
 		case ctx.Err() != nil:
 			if conn != nil {
-				conn.close()
+				c.drop(conn)
 			}
 			return nil
 		case err != nil && refused(err):
