@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // platform is the name of this adapter's platform in bot.ThreadRef.Platform.
@@ -452,8 +452,8 @@ func decodeCommand(sc slashCommand, name string) (command, error) {
 }
 
 var (
-	permalink = regexp.MustCompile(`^<?https://[^/\s]+/archives/([A-Z0-9]+)/p(\d{10})(\d{6})(\?[^\s>|]*)?(\|[^>]*)?>?$`)
-	threadTS  = regexp.MustCompile(`^\d{10}\.\d{6}$`)
+	permalink = lazyre.New(`^<?https://[^/\s]+/archives/([A-Z0-9]+)/p(\d{10})(\d{6})(\?[^\s>|]*)?(\|[^>]*)?>?$`)
+	threadTS  = lazyre.New(`^\d{10}\.\d{6}$`)
 )
 
 // parseThread reads a thread given as a message permalink (of its first message or of a
