@@ -115,13 +115,14 @@ tool_risk = { charge = "safe" }
 		midway, _ = progress()
 		return midway >= 8
 	})
-	// The server stays down until both replicas' health checks say so: longer than a
-	// transaction's retries last (store/postgres backs off up to about 0.75s), so writes
-	// fail, and the replicas must come back by themselves once it is up.
+	// The server stays down until both replicas' health checks say so and each holds a run
+	// whose save failed: longer than a transaction's retries last (store/postgres backs
+	// off up to about 0.75s), so the replicas must come back by themselves once it is up.
 	stoppedAt := time.Now()
 	cluster.Stop()
 	for _, r := range []*replicaProc{a, b} {
 		waitFor(r.id+"'s health check to fail", func() bool { return healthz(r.admin) != nil })
+		waitFor(r.id+" to hold a run whose save failed", func() bool { return strings.Contains(r.logs.String(), "run could not be saved") })
 	}
 	down := time.Since(stoppedAt)
 	if err := cluster.Start(); err != nil {
@@ -154,15 +155,15 @@ tool_risk = { charge = "safe" }
 	runs := storedRuns(t, db)
 	invariants{runs: runs, goals: goals, shown: rf.shown(), logs: logs(), secrets: slackSecrets, settled: true}.check(t)
 	checkCompleted(t, runs, len(goals))
-	unknown := pay.check(t, runs, goals)
+	unknown, unknownRan := pay.check(t, runs, goals)
 	if err := db.Check(t.Context()); err != nil {
 		t.Errorf("database check: %v", err)
 	}
 	if !strings.Contains(logs(), "held run: the store takes writes again; resuming") && held > 0 {
 		t.Errorf("%d runs were held by failed saves, and none resumed; logs:\n%s", held, logs())
 	}
-	t.Logf("%d runs; %d mid-way when the server went down for %s; %d held by a failed save; both replicas healthy %s after it was up, listening again after %s, a run saved after %s; %d charges ran, %d reported as outcome unknown",
-		len(runs), midway, down.Round(time.Millisecond), held, healthy.Round(time.Millisecond), relisten.Round(time.Millisecond), reconnect.Round(time.Millisecond), pay.total(), unknown)
+	t.Logf("%d runs; %d mid-way when the server went down for %s; %d held by a failed save; both replicas healthy %s after it was up, listening again after %s, a run saved after %s; %d charges ran, %d reported as outcome unknown (%d of them had run)",
+		len(runs), midway, down.Round(time.Millisecond), held, healthy.Round(time.Millisecond), relisten.Round(time.Millisecond), reconnect.Round(time.Millisecond), pay.total(), unknown, unknownRan)
 }
 
 // listeners counts the sessions on url's database that listen for notifications: idle after
@@ -297,8 +298,8 @@ func (c *chargeServer) total() int {
 
 // check asserts that every goal was charged three times, each charge once, under the keys of the
 // runs' succeeded or outcome-unknown charge calls, and returns how many were reported as
-// outcome unknown.
-func (c *chargeServer) check(t *testing.T, runs []*bot.RunRecord, goals []string) (unknown int) {
+// outcome unknown and how many of those had run.
+func (c *chargeServer) check(t *testing.T, runs []*bot.RunRecord, goals []string) (unknown, unknownRan int) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -322,6 +323,7 @@ func (c *chargeServer) check(t *testing.T, runs []*bot.RunRecord, goals []string
 				t.Errorf("run %s: charge %s was started %d times", r.ID, call.ID, call.Attempts)
 			case call.Status == agent.CallUnknown:
 				unknown++
+				unknownRan += c.byKey[key]
 				if c.byKey[key] > 1 {
 					t.Errorf("run %s: charge %s (outcome unknown) ran %d times", r.ID, call.ID, c.byKey[key])
 				}
@@ -335,5 +337,5 @@ func (c *chargeServer) check(t *testing.T, runs []*bot.RunRecord, goals []string
 			t.Errorf("a charge ran %d times under key %q, which no run's call has", n, key)
 		}
 	}
-	return unknown
+	return unknown, unknownRan
 }
