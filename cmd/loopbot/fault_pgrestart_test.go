@@ -27,14 +27,15 @@ import (
 const chargeTool = "pay__charge"
 
 // TestFaultPostgresRestartUnderReplicas restarts the PostgreSQL server while two replicas
-// write hard: 48 mentions over four channels, each run five quick model steps (a listing, a
-// charge on an MCP server, a listing, a second charge, the answer), so checkpoints, tool
-// intents, outbox items, card edits and lease renewals flow when the server goes away. The
-// restart lands once the store shows a quarter of the runs mid-way. Then every acknowledged
-// mention has one run, every run completes with its answer posted once, no charge ran twice
-// (the MCP server counts them by what they charge and by their idempotency keys; a charge
-// reported as outcome unknown is counted, and must have run at most once), the checker's
-// invariants hold, and both replicas worked on runs after the restart.
+// write hard: 48 mentions over four channels, each run eight quick model steps (listings and
+// three charges on an MCP server, then the answer), so checkpoints, tool intents, outbox
+// items, card edits and lease renewals flow when the server goes away. The server stops
+// once the store shows runs mid-way, with both replicas in the middle of a charge, and stays
+// down until each replica's health check fails and each holds a run whose save failed.
+// Then every acknowledged mention has one run, every run completes with its answer posted
+// once, no charge ran twice (the MCP server counts them by what they charge and by their
+// idempotency keys; a charge reported as outcome unknown is counted, and must have run at
+// most once), the checker's invariants hold, and both replicas are healthy and listen again.
 func TestFaultPostgresRestartUnderReplicas(t *testing.T) {
 	cluster := pgtest.NewCluster(t)
 	url := cluster.Database(t)
