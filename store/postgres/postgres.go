@@ -132,7 +132,8 @@ func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
 }
 
 // View runs fn in a read-only REPEATABLE READ transaction: every read sees the same
-// snapshot, as a bbolt View does, and a read-only one never fails to serialise.
+// snapshot, as a bbolt View does, and a read-only one never fails to serialise. One that
+// loses its connection, even at its COMMIT, runs again as Update's do before theirs.
 func (db *DB) View(ctx context.Context, fn func(tx bot.Tx) error) error {
 	return db.do(ctx, false, func(t *tx) error { return fn(t) })
 }
@@ -267,8 +268,9 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 	}
 	if commitErr != nil {
 		t.rollback()
-		if pgconn.SafeToRetry(commitErr) {
-			// The commit was never sent.
+		if pgconn.SafeToRetry(commitErr) || !writable {
+			// The commit was never sent, or there was nothing to commit: a View that lost
+			// its connection at its COMMIT (a server restart) runs again.
 			commitErr = uncommitted(ctx, commitErr)
 		}
 		err = db.storeErr("commit", commitErr)
