@@ -51,6 +51,13 @@
 // messages at all, and PutRunHead, which saves a card's reference, rewrites the run's
 // record and head without its state's lists.
 //
+// The one writer runs every run's checkpoint one after another, so what it does for each is
+// kept small (encoded.go): the run's goroutine has the state encoded before it queues
+// (EncodeState), and PutRun compares those bytes with the stored items in one cursor walk.
+// Values are read with encoding/json's rules on encoding/json/v2's implementation (codec.go),
+// and Outbox decodes only the items whose bytes changed since it last listed them
+// (outboxcache.go).
+//
 // # Damage
 //
 // bbolt reads the file through a memory map, so a page past the end of a file cut short is a
