@@ -91,6 +91,8 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"TwoHandles", testTwoHandles},
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
+		{"ConsoleView", testConsoleView},
+		{"ConsoleViewFollower", testConsoleViewFollower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })
