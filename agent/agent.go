@@ -623,7 +623,11 @@ func (r *runner) report() int {
 			continue
 		}
 		c.Reported = true
-		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: toolContent(c)})
+		content := toolContent(c)
+		if c.Name != readOutputName { // its replies are already bounded by the cap
+			content = capOutput(content, r.a.outputCap(), c.ID)
+		}
+		st.Messages = append(st.Messages, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, Content: content})
 		r.noteOutcome(c)
 		switch c.Status {
 		case CallSucceeded:

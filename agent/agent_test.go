@@ -532,7 +532,7 @@ func TestContextStaysUnderBudget(t *testing.T) {
 				var summarised, truncated bool
 				for _, m := range last.Messages {
 					summarised = summarised || strings.Contains(m.Content, "[summary of an older output")
-					truncated = truncated || strings.Contains(m.Content, "more characters cut]")
+					truncated = truncated || strings.Contains(m.Content, "older result shortened to fit the context")
 				}
 				if !summarised || !truncated {
 					t.Errorf("want both summaries and truncations after summarizer failures: summarised %v, truncated %v", summarised, truncated)

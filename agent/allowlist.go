@@ -13,7 +13,7 @@ import (
 // allowedTool reports whether the run may call the tool name.
 func (r *runner) allowedTool(name string) bool {
 	allowed := r.st.AllowedTools
-	return allowed == nil || name == updatePlanName || name == askUserName || name == askPlannerName || slices.Contains(allowed, name)
+	return allowed == nil || name == updatePlanName || name == askUserName || name == askPlannerName || name == readOutputName || slices.Contains(allowed, name)
 }
 
 // specs are the tool specs the model is offered in this run.

@@ -11,9 +11,11 @@ import (
 //
 //  1. The system prompt with the goal and the pinned facts: always sent, and the same on
 //     every step of a run.
-//  2. The latest steps: sent in full.
+//  2. The latest steps: sent as the conversation holds them, each tool output capped when
+//     it came back (Config.OutputCap, output.go).
 //  3. Older steps: their tool outputs cut to TruncateChars, or replaced by the summarizer's
-//     digest (kept in State.Summaries so that each output is summarised once).
+//     digest (kept in State.Summaries so that each output is summarised once), with a line
+//     that says how to read the whole output again.
 //  4. If that is still too large, the oldest steps give way to a one-line-per-call digest,
 //     and as a last resort recent outputs are cut too.
 //  5. The plan, last: it changes whenever the model updates it.
@@ -21,13 +23,22 @@ import (
 // A provider's prompt cache (OpenAI's automatic caching, vLLM and llama.cpp prefix caching)
 // bills and serves again the part of a prompt that repeats the previous one from its first
 // byte. So the prompt changes at its end from one step to the next, and the tiers move in
-// blocks: the steps in full grow from KeepRecent to twice that (or until the budget is
-// reached) before the older ones among them are cut all at once, back to KeepRecent (or
-// fewer, when their outputs would crowd the budget), and the oldest cut steps give way to
-// the digest in blocks too. Between two such blocks each prompt is the previous one with the
-// new step and the plan appended. Where the blocks fall is worked out again for every prompt
-// by replaying the decisions over the steps so far (layoutSteps), so it needs no state of its
-// own and survives a restart.
+// blocks: the steps in full grow from KeepRecent to blockSteps times that (or until the
+// budget is reached) before the older ones among them are cut all at once, back to
+// KeepRecent (or fewer, when their outputs would crowd the budget), and the oldest cut steps
+// give way to the digest in blocks too. Between two such blocks each prompt is the previous
+// one with the new step and the plan appended, and what a block cut to is the same bytes in
+// every later prompt. Where the blocks fall is worked out again for every prompt by replaying
+// the decisions over the steps so far (layoutSteps), so it needs no state of its own and
+// survives a restart.
+//
+// A request's cached share is about 1 - new/size, and a block cut makes new everything from
+// its first shortened step on, so cuts pay off when they are rare: with outputs capped at a
+// thirty-second of the budget, the steps in full grow until the budget or sixteen steps (at
+// the default KeepRecent of 4) before a cut.
+
+// blockSteps times KeepRecent steps in full make a block cut due even under the budget.
+const blockSteps = 4
 
 // estimateTokens is the usual rough measure of four characters a token, plus a little per
 // message for the role and framing.
@@ -144,8 +155,8 @@ func (r *runner) layoutSteps(msgs []Message, starts []int, fixed int) layout {
 			full[j] += estimateMessage(m, n)
 			if m.Role == RoleTool && n > cfg.TruncateChars {
 				// A shortened output is at most TruncateChars and a line that says what was
-				// cut or whose summary it is.
-				n = min(n, cfg.TruncateChars+80+len(m.Name))
+				// cut or whose summary it is, and how to read it again.
+				n = min(n, cfg.TruncateChars+stubNoteChars+len(m.Name)+len(m.ToolCallID))
 			}
 			short[j] += estimateMessage(m, n)
 		}
@@ -157,7 +168,8 @@ func (r *runner) layoutSteps(msgs []Message, starts []int, fixed int) layout {
 // blockLayout replays the compaction of a run's prompts over its steps, given each step's
 // tokens in full, shortened and as digest lines, the tokens of the rest of the prompt, the
 // budget and KeepRecent. Before the prompt of each step it checks whether the steps in full
-// have reached twice keep or the prompt its budget; only then does it move the boundaries:
+// have reached blockSteps times keep or the prompt its budget; only then does it move the
+// boundaries:
 //
 //   - the steps in full are cut down to the latest keep, and to fewer (never none) while
 //     they would take more than half the room the rest of the prompt leaves them, so that
@@ -170,7 +182,7 @@ func blockLayout(full, short, gist []int, fixed, budget, keep int) layout {
 	rest := func() int { return fixed + gistSum + shortSum }
 	for k := 1; k <= len(full); k++ {
 		fullSum += full[k-1]
-		if k-l.cut < 2*keep && rest()+fullSum <= budget {
+		if k-l.cut < blockSteps*keep && rest()+fullSum <= budget {
 			continue
 		}
 		for l.cut < k-1 && (k-l.cut > keep || 2*fullSum > budget-rest()) {
@@ -232,7 +244,8 @@ func (r *runner) digest(ctx context.Context, m Message) string {
 		}})
 		if err == nil && strings.TrimSpace(reply.Message.Content) != "" {
 			st.Usage = st.Usage.Add(reply.Usage)
-			s := "[summary of an older output of " + m.Name + "] " + truncate(strings.TrimSpace(reply.Message.Content), cfg.TruncateChars)
+			s := fmt.Sprintf("[summary of an older output of %s; read_output with call_id %q shows it in full] ", m.Name, m.ToolCallID) +
+				truncate(strings.TrimSpace(reply.Message.Content), cfg.TruncateChars)
 			if st.Summaries == nil {
 				st.Summaries = map[string]string{}
 			}
@@ -242,14 +255,38 @@ func (r *runner) digest(ctx context.Context, m Message) string {
 		r.a.log.Warn("summarizer failed; truncating instead", "run", st.RunID, "call", m.ToolCallID, "err", err)
 		// The truncation is kept like a summary, so a failing summarizer is asked once per
 		// output, not once per step.
-		s := truncate(m.Content, cfg.TruncateChars)
+		s := r.shorten(m)
 		if st.Summaries == nil {
 			st.Summaries = map[string]string{}
 		}
 		st.Summaries[m.ToolCallID] = s
 		return s
 	}
-	return truncate(m.Content, cfg.TruncateChars)
+	return r.shorten(m)
+}
+
+// stubNoteChars bounds what shorten adds to the kept start of an output, besides the call's ID.
+const stubNoteChars = 120
+
+// shorten is an older tool output cut to its first TruncateChars bytes, with a line that
+// says how long the whole output is and how to read it. It depends only on the message and
+// the call's record, which do not change once the call is reported, so an output shortened
+// once is the same bytes in every later prompt.
+func (r *runner) shorten(m Message) string {
+	n := r.a.cfg.TruncateChars
+	if len(m.Content) <= n {
+		return m.Content
+	}
+	c := r.st.Call(m.ToolCallID)
+	if m.ToolCallID == "" || c == nil {
+		return truncate(m.Content, n)
+	}
+	total := len(c.Output)
+	if c.Status != CallSucceeded && c.Status != CallRejected || c.Output == "" {
+		total = len(toolContent(c))
+	}
+	cut := runeStart(m.Content, n)
+	return m.Content[:cut] + fmt.Sprintf("\n[... older result shortened to fit the context; read_output with call_id %q reads all %d bytes]", m.ToolCallID, total)
 }
 
 // digestSteps is one line for each call of steps that no longer fit the prompt.
@@ -279,9 +316,6 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
+	cut := runeStart(s, n)
 	return s[:cut] + fmt.Sprintf("\n[... %d more characters cut]", len(s)-cut)
 }

@@ -20,10 +20,10 @@ func TestBlockLayout(t *testing.T) {
 		fixed, budget, keep int
 		want                layout
 	}{
-		{"fewer than twice keep in full", n(7, 100), n(7, 10), n(7, 48), 50, 10000, 4, layout{}},
-		{"twice keep in full are cut back to keep", n(8, 100), n(8, 10), n(8, 48), 50, 10000, 4, layout{cut: 4}},
-		{"no cut until twice keep again", n(11, 100), n(11, 10), n(11, 48), 50, 10000, 4, layout{cut: 4}},
-		{"the next block", n(12, 100), n(12, 10), n(12, 48), 50, 10000, 4, layout{cut: 8}},
+		{"fewer than blockSteps times keep in full", n(15, 100), n(15, 10), n(15, 48), 50, 10000, 4, layout{}},
+		{"blockSteps times keep in full are cut back to keep", n(16, 100), n(16, 10), n(16, 48), 50, 10000, 4, layout{cut: 12}},
+		{"no cut until blockSteps times keep again", n(27, 100), n(27, 10), n(27, 48), 50, 10000, 4, layout{cut: 12}},
+		{"the next block", n(28, 100), n(28, 10), n(28, 48), 50, 10000, 4, layout{cut: 24}},
 		// At the fifth step 100+5*200 is over 1000: the steps in full are cut to at most half
 		// of the 1000-100-3*20 the rest leaves, two steps.
 		{"the budget cuts early and deep", n(5, 200), n(5, 20), n(5, 48), 100, 1000, 4, layout{cut: 3}},
@@ -59,15 +59,18 @@ type nopModel struct{}
 func (nopModel) Complete(context.Context, Request) (Reply, error) { return Reply{}, nil }
 
 // stepsState is a run of n steps, each one call whose output is size bytes, as the state
-// holds it after the last step's results.
-func stepsState(n, size int) *State {
+// holds it after the last step's results: the calls' records with their outputs, and the
+// conversation with each output capped at limit as the loop reports it.
+func stepsState(n, size, limit int) *State {
 	st := NewState("bench", "fetch every page and summarise them", nil, time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
 	out := strings.Repeat("0123456789abcdef\n", size/17+1)[:size]
 	for i := range n {
 		id := "call-" + strconv.Itoa(i)
+		args := `{"n":` + strconv.Itoa(i) + `}`
+		st.Calls = append(st.Calls, CallRecord{ID: id, Name: "fetch", Arguments: args, Status: CallSucceeded, Output: out, Reported: true})
 		st.Messages = append(st.Messages,
-			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "fetch", Arguments: `{"n":` + strconv.Itoa(i) + `}`}}},
-			Message{Role: RoleTool, ToolCallID: id, Name: "fetch", Content: out})
+			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "fetch", Arguments: args}}},
+			Message{Role: RoleTool, ToolCallID: id, Name: "fetch", Content: capOutput(out, limit, id)})
 	}
 	return st
 }
@@ -89,7 +92,7 @@ func BenchmarkPrompt(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			full := stepsState(steps, 8192)
+			full := stepsState(steps, 8192, ag.outputCap())
 			st := *full
 			r := &runner{a: ag, st: &st}
 			ctx := context.Background()
@@ -116,7 +119,7 @@ func TestDigestSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{a: ag, st: stepsState(0, 0)}
+	r := &runner{a: ag, st: stepsState(0, 0, 0)}
 	got := r.digestSteps([]Message{
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "fetch", Arguments: `{"n":1}`}}},
 		{Role: RoleTool, ToolCallID: "c1", Name: "fetch", Content: "a long page"},

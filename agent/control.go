@@ -42,6 +42,7 @@ func controlTools() []Tool {
 			Parameters: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","minLength":1,"maxLength":2000}},` +
 				`"required":["question"],"additionalProperties":false}`),
 		}}},
+		readOutputTool(),
 	}
 }
 

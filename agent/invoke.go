@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// invoke runs one call under its timeout. Control tools act on the state directly and are
-// handled by the caller's goroutine only, since they are never read-only.
+// invoke runs one call under its timeout. Control tools act on the state directly: those that
+// change it are never read-only, so they run on the loop's goroutine only; read_output is
+// read-only and only reads the state, which nothing changes while a step's calls run.
 //
 // A tool is expected to return soon after its context ends. One that does not (a read blocked
 // on a FIFO, a library that ignores ctx) would hold the run, its worker slot and shutdown
@@ -18,8 +19,11 @@ import (
 // own, counted by Agent.Abandoned until it does.
 func (r *runner) invoke(ctx context.Context, c CallRecord) callResult {
 	reg := r.a.tools[c.Name]
-	if c.Name == updatePlanName {
+	switch c.Name {
+	case updatePlanName:
 		return r.updatePlan(c.Arguments)
+	case readOutputName:
+		return r.readOutput(c.Arguments)
 	}
 	timeout := reg.info.Timeout
 	if timeout <= 0 {

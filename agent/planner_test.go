@@ -167,8 +167,8 @@ func TestPlanThreeStepsWithDependency(t *testing.T) {
 	if len(s3) != 2 || !c.exec.sawUserTextIn(s3[0], "The release is on 3 March.") || c.exec.sawUserTextIn(s3[0], "5 euros") {
 		t.Fatalf("s3's first request did not carry s1's result alone: %+v", s3)
 	}
-	// Scopes: the read-only step had no write tool; every executor has ask_planner and not
-	// the person's ask_user or the checklist.
+	// Scopes: the read-only step had no write tool; every executor has ask_planner and
+	// read_output, and not the person's ask_user or the checklist.
 	names := func(req agent.Request) string {
 		var n []string
 		for _, tool := range req.Tools {
@@ -176,10 +176,10 @@ func TestPlanThreeStepsWithDependency(t *testing.T) {
 		}
 		return strings.Join(n, ",")
 	}
-	if got := names(c.execRequests("s1")[0]); got != "read,ask_planner" {
+	if got := names(c.execRequests("s1")[0]); got != "read_output,read,ask_planner" {
 		t.Errorf("read-only executor tools = %s", got)
 	}
-	if got := names(s3[0]); got != "read,write,ask_planner" {
+	if got := names(s3[0]); got != "read_output,read,write,ask_planner" {
 		t.Errorf("full executor tools = %s", got)
 	}
 	if !strings.Contains(r.st.Answer, "Announced for 3 March.") || !strings.Contains(r.st.Answer, "5 euros") {
@@ -774,8 +774,8 @@ func TestPlanExecutorsKeepTheAllowlist(t *testing.T) {
 	if wipe.calls.Load() != 0 {
 		t.Fatal("an executor called a tool the run may not use")
 	}
-	if got := c.exec.toolNames(0); strings.Join(got, ",") != "read,ask_planner" {
-		t.Errorf("executor offered %v, want the allowed tool and ask_planner", got)
+	if got := c.exec.toolNames(0); strings.Join(got, ",") != "read_output,read,ask_planner" {
+		t.Errorf("executor offered %v, want the allowed tool, read_output and ask_planner", got)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestSanityTriggers(t *testing.T) {
 		}}
 		llm := newLLM(t, calls(call("look", `{"q":"1"}`)), calls(call("look", `{"q":"2"}`)), text("done"))
 		sanity := newLLM(t, text(`{"verdict":"on_track","note":"fine"}`), text(`{"verdict":"on_track","note":"fine"}`))
-		r := newRun(t, newAgent(t, llm.model, agent.Config{SanityAfterFailures: true, ContextTokens: 1000, TruncateChars: 4000, KeepRecent: 10}, []agent.Tool{look}, agent.WithSanity(sanity.model)), "x")
+		r := newRun(t, newAgent(t, llm.model, agent.Config{SanityAfterFailures: true, ContextTokens: 1000, TruncateChars: 4000, OutputCap: -1, KeepRecent: 10}, []agent.Tool{look}, agent.WithSanity(sanity.model)), "x")
 		r.advance()
 		reqs := sanity.requests()
 		if len(reqs) == 0 || !strings.Contains(reqs[0].Messages[1].Content, "the context is nearing its budget") {

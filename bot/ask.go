@@ -21,6 +21,15 @@ import (
 // process (the run resumes and the loop reports that call's outcome as unknown), so the
 // stored question is stale, and the first reply or click that finds it closes it and is
 // handled as if no question waited.
+//
+// Replicas that share a store (lease.go) each receive some of a thread's replies and clicks:
+// Slack spreads Socket Mode events over their connections. A question records the lease
+// under which its call asked (Owner, Epoch); another replica that receives the answer takes
+// it while that lease is still the run's and live, which says the call still waits there.
+// It closes the question with the answer kept on it (Reply) in the same transaction and
+// notifies the asking replica (channelAnswer), whose call takes the answer from the store
+// and clears its text. The notification is a hint: the waiting call also looks at the store
+// every askPoll, so a lost one delays the answer and loses nothing.
 
 // PendingQuestion is a tool's question waiting in a thread.
 type PendingQuestion struct {
@@ -40,6 +49,28 @@ type PendingQuestion struct {
 	Card MessageRef `json:"card,omitzero"`
 	// Outcome says how a closed question ended, for its card.
 	Outcome string `json:"outcome,omitempty"`
+	// Owner and Epoch are the run's lease under which its call asked: the replica whose
+	// memory the call waits in. Empty on a store without leases.
+	Owner string `json:"owner,omitempty"`
+	Epoch int64  `json:"epoch,omitempty"`
+	// Reply is the answer of a closed question until the call that asked took it.
+	Reply *QuestionReply `json:"reply,omitempty"`
+}
+
+// QuestionReply is how a question was answered, kept on it for its call.
+type QuestionReply struct {
+	Kind agent.AnswerKind `json:"kind"`
+	// Text is kept only for a call that waits on another replica, and only until it took
+	// it: what a person typed may be what a server asked them to keep private.
+	Text string `json:"text,omitempty"`
+	By   string `json:"by,omitempty"`
+	// InMemory says that the replica which took the answer was the one the call waits
+	// on, and handed it over in memory, so the store holds nothing to take.
+	InMemory bool `json:"in_memory,omitempty"`
+}
+
+func (r *QuestionReply) answer() agent.Answer {
+	return agent.Answer{Kind: r.Kind, Text: r.Text, By: r.By}
 }
 
 // maxClosedQuestions bounds Conversation.Asked: the latest closed questions are kept so that
@@ -86,6 +117,7 @@ type QuestionOption struct {
 const (
 	noticeChooseOption = "Choose one of the buttons, or reply with one of: "
 	noticeQuestionGone = "This question is closed: loopbot restarted while it waited, and the call that asked it did not survive."
+	noticeQuestionLate = "This question has expired."
 )
 
 // maxQuestionOptions bounds the buttons of a question: with Skip and Decline they fit one
@@ -101,18 +133,37 @@ func askItem(q *PendingQuestion) OutboxItem {
 // the map.
 type questions struct {
 	mu      sync.Mutex
-	waiting map[string]chan agent.Answer
+	waiting map[string]*waiter
 }
 
-func (q *questions) wait(id string) chan agent.Answer {
+// waiter is one call blocked on a question: answer receives an answer taken on this
+// replica; check is poked when another replica may have stored one.
+type waiter struct {
+	answer chan agent.Answer
+	check  chan struct{}
+}
+
+func (q *questions) wait(id string) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.waiting == nil {
-		q.waiting = map[string]chan agent.Answer{}
+		q.waiting = map[string]*waiter{}
 	}
-	ch := make(chan agent.Answer, 1)
-	q.waiting[id] = ch
-	return ch
+	w := &waiter{answer: make(chan agent.Answer, 1), check: make(chan struct{}, 1)}
+	q.waiting[id] = w
+	return w
+}
+
+// check tells the call waiting on question id, or with id "" every waiting call, to look
+// for an answer in the store.
+func (q *questions) check(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for qid, w := range q.waiting {
+		if id == "" || qid == id {
+			poke(w.check)
+		}
+	}
 }
 
 func (q *questions) done(id string) {
@@ -129,17 +180,42 @@ func (q *questions) live(id string) bool {
 	return ok
 }
 
-// deliver hands a committed answer to the call waiting on question id, if it still waits.
-func (q *questions) deliver(id string, a agent.Answer) {
+// deliver hands a committed answer to the call waiting on question id, and reports
+// whether one waits here.
+func (q *questions) deliver(id string, a agent.Answer) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if ch, ok := q.waiting[id]; ok {
+	w, ok := q.waiting[id]
+	if ok {
 		select {
-		case ch <- a:
+		case w.answer <- a:
 		default: // answered once already
 		}
 	}
+	return ok
 }
+
+// answered hands the answer just committed for question id to its call: in memory when it
+// waits here, else through the store's notifications to the replica it waits on.
+func (b *Bot) answered(ctx context.Context, id string, a agent.Answer) {
+	if b.asks.deliver(id, a) || b.notes.n == nil {
+		return
+	}
+	if err := b.notes.n.Notify(ctx, channelAnswer, id); err != nil {
+		b.log.Warn("notify an answer; the asking replica finds it at its next look", "question", id, "err", err)
+	}
+}
+
+// askPoll is how often a call whose question may be answered on another replica looks at
+// the store unasked: a third of the lease, as the heartbeat, since the notification that
+// usually wakes it may be lost.
+func (b *Bot) askPoll() time.Duration {
+	return max(time.Duration(b.cfg.LeaseTTL)/3, time.Second)
+}
+
+// askGrace bounds the wait for an answer this replica committed and is about to hand over
+// in memory, once the question is found closed with it.
+const askGrace = 5 * time.Second
 
 // ask is agent.Hooks.Ask: it stores the question on the run's conversation, posts it, and
 // waits for the answer until the question expires (the policy's approval expiry, or sooner
@@ -152,8 +228,9 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	ch := b.asks.wait(id)
+	w := b.asks.wait(id)
 	defer b.asks.done(id)
+	held := b.sched.heldLease(runID)
 	var pq *PendingQuestion
 	var thread ThreadRef
 	// Fenced by the run's lease (lease.go), as its checkpoints are: a replica the run was
@@ -171,7 +248,7 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 		}
 		now := b.clock.stamp()
 		pq = &PendingQuestion{ID: id, RunID: runID, CallID: callID, From: q.From, Text: q.Text,
-			DeclineAction: b.newID(), AskedAt: now, ExpiresAt: now.Add(wait)}
+			DeclineAction: b.newID(), AskedAt: now, ExpiresAt: now.Add(wait), Owner: held.Owner, Epoch: held.Epoch}
 		actions := []*Action{{ID: pq.DeclineAction, Kind: ActionDecline, RunID: runID, Question: id}}
 		if len(q.Options) <= maxQuestionOptions {
 			for _, o := range q.Options {
@@ -206,28 +283,47 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var poll <-chan time.Time
+	if held.Owner != "" {
+		// Another replica may take the answer (the file's comment).
+		tick := time.NewTicker(b.askPoll())
+		defer tick.Stop()
+		poll = tick.C
+	}
 	closing := "it was not answered within " + shortDuration(wait)
-	select {
-	case a := <-ch:
-		return a, nil
-	case <-timer.C:
-	case <-ctx.Done():
-		closing = "the call that asked it ended"
-		if errors.Is(context.Cause(ctx), agent.ErrCancelled) {
-			closing = "the run was cancelled"
+waiting:
+	for {
+		select {
+		case a := <-w.answer:
+			return a, nil
+		case <-w.check:
+		case <-poll:
+		case <-timer.C:
+			break waiting
+		case <-ctx.Done():
+			closing = "the call that asked it ended"
+			if errors.Is(context.Cause(ctx), agent.ErrCancelled) {
+				closing = "the run was cancelled"
+			}
+			break waiting
+		}
+		if a, ok := b.takeAnswer(ctx, runID, thread, id); ok {
+			return a, nil
 		}
 	}
 	// Closed without an answer, unless one was committed meanwhile: the store decides.
 	var answered bool
+	var reply *QuestionReply
 	err = b.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
-		answered = false
+		answered, reply = false, nil
 		conv, err := tx.Conversation(thread)
 		if err != nil {
 			return err
 		}
 		if conv.Asking == nil || conv.Asking.ID != id {
 			answered = true
-			return nil
+			reply, err = takeReply(tx, conv, id)
+			return err
 		}
 		if err := b.closeQuestion(tx, conv, conv.Asking, "Closed: "+closing+"."); err != nil {
 			return err
@@ -242,32 +338,120 @@ func (b *Bot) ask(ctx context.Context, runID, callID string, q agent.Question) (
 		b.log.Error("close a question", "question", id, "err", err)
 	}
 	b.outboxChanged()
-	if answered {
+	switch {
+	case err == nil && reply != nil && !reply.InMemory:
+		return reply.answer(), nil
+	case answered:
+		// Taken here: the answer is on its way in memory.
+		grace := time.NewTimer(askGrace)
+		defer grace.Stop()
 		select {
-		case a := <-ch:
+		case a := <-w.answer:
 			return a, nil
-		default:
+		case <-grace.C:
 		}
 	}
 	b.log.Info("question closed unanswered", "run", runID, "question", id, "why", closing)
 	return agent.Answer{Kind: agent.AnswerCancelled}, nil
 }
 
-// pendingQuestion returns the question waiting in conv, if a call still waits on it. A
-// stale one (its call died with an earlier process) is closed: conv is stored without it.
-func (b *Bot) pendingQuestion(tx Tx, conv *Conversation) (*PendingQuestion, error) {
-	q := conv.Asking
-	if q == nil {
+// takeAnswer looks in the store for an answer to question id that another replica took,
+// and reports whether the wait is over: with that answer, or cancelled when the question
+// was closed without one (another replica found the run taken from this one).
+func (b *Bot) takeAnswer(ctx context.Context, runID string, thread ThreadRef, id string) (agent.Answer, bool) {
+	var reply *QuestionReply
+	var closed bool
+	// Fenced as the question was asked: a replica the run was taken from takes nothing.
+	err := b.sched.write(ctx, runID, func(tx Tx) error {
+		reply, closed = nil, false
+		conv, err := tx.Conversation(thread)
+		if err != nil {
+			return err
+		}
+		if conv.Asking != nil && conv.Asking.ID == id {
+			return nil
+		}
+		closed = true
+		reply, err = takeReply(tx, conv, id)
+		return err
+	})
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			b.log.Warn("look for an answer", "question", id, "err", err)
+		}
+		return agent.Answer{}, false
+	case !closed || reply != nil && reply.InMemory:
+		// Still waiting, or answered here and on its way in memory.
+		return agent.Answer{}, false
+	case reply == nil:
+		b.log.Info("question closed elsewhere unanswered", "run", runID, "question", id)
+		return agent.Answer{Kind: agent.AnswerCancelled}, true
+	}
+	b.log.Info("answer taken from another replica", "run", runID, "question", id)
+	return reply.answer(), true
+}
+
+// takeReply returns the reply of closed question id of conv and, unless it was handed
+// over in memory, removes it from the store: its text is not kept once its call has it.
+func takeReply(tx Tx, conv *Conversation, id string) (*QuestionReply, error) {
+	q := findQuestion(conv, id)
+	if q == nil || q.Reply == nil {
 		return nil, nil
 	}
+	r := *q.Reply
+	if r.InMemory {
+		return &r, nil
+	}
+	q.Reply = nil
+	return &r, tx.PutConversation(conv)
+}
+
+// pendingQuestion returns the question waiting in conv, if a call still waits on it, here
+// or on another replica. Otherwise notice says why the stored question answers nothing: a
+// stale one (its call died with an earlier process, or the run was taken from the replica
+// that asked) is closed and conv stored without it; one that expired on another replica is
+// left for that replica's call to close.
+func (b *Bot) pendingQuestion(tx Tx, conv *Conversation) (q *PendingQuestion, notice string, err error) {
+	q = conv.Asking
+	if q == nil {
+		return nil, "", nil
+	}
 	if b.asks.live(q.ID) {
-		return q, nil
+		return q, "", nil
 	}
-	b.log.Info("stale question closed", "question", q.ID, "run", q.RunID)
+	waits, err := b.waitsElsewhere(tx, q)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case waits && !b.clock.Now().Before(q.ExpiresAt):
+		return nil, noticeQuestionLate, nil
+	case waits:
+		return q, "", nil
+	}
+	b.log.Info("stale question closed", "question", q.ID, "run", q.RunID, "asked_by", q.Owner)
 	if err := b.closeQuestion(tx, conv, q, "Closed: loopbot restarted while it waited."); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return nil, tx.PutConversation(conv)
+	return nil, noticeQuestionGone, tx.PutConversation(conv)
+}
+
+// waitsElsewhere reports whether q's call still waits on the replica that asked it: q was
+// asked under another replica's lease, and that lease is still the run's and live. A
+// question this replica asked under its ID, which no call here waits on, was asked by an
+// earlier process of the same ID.
+func (b *Bot) waitsElsewhere(tx Tx, q *PendingQuestion) (bool, error) {
+	if q.Owner == "" || q.Owner == b.notes.owner {
+		return false, nil
+	}
+	l, err := tx.RunLease(q.RunID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return l.Owner == q.Owner && l.Epoch == q.Epoch && l.Live(b.clock.Now()), nil
 }
 
 // markAsking notes on run id's record who asks the question its call waits on ("" once
@@ -313,6 +497,11 @@ func (b *Bot) answerQuestion(tx Tx, conv *Conversation, q *PendingQuestion, who 
 	case len(q.Options) > 0:
 		outcome = text + ": chosen by " + name + "."
 	}
+	a := agent.Answer{Kind: kind, Text: text, By: name}
+	q.Reply = &QuestionReply{Kind: kind, Text: text, By: name}
+	if b.asks.live(q.ID) {
+		q.Reply = &QuestionReply{Kind: kind, By: name, InMemory: true}
+	}
 	if err := b.closeQuestion(tx, conv, q, outcome); err != nil {
 		return agent.Answer{}, err
 	}
@@ -326,7 +515,7 @@ func (b *Bot) answerQuestion(tx Tx, conv *Conversation, q *PendingQuestion, who 
 		detail = fmt.Sprintf("a reply of %d characters", utf8.RuneCountInString(text))
 	}
 	err := tx.AppendAudit(AuditEntry{At: b.clock.stamp(), Actor: who, Action: "question " + string(kind), RunID: q.RunID, CallID: q.CallID, Detail: clip(detail, 200)})
-	return agent.Answer{Kind: kind, Text: text, By: displayName(who)}, err
+	return a, err
 }
 
 // answerClick answers a question with one of its buttons: an option, Skip or Decline.
@@ -350,12 +539,12 @@ func (b *Bot) answerClick(ctx context.Context, who User, from ThreadRef, act *Ac
 			return err
 		}
 		stored := conv.Asking != nil && conv.Asking.ID == act.Question
-		q, err := b.pendingQuestion(tx, conv)
+		q, gone, err := b.pendingQuestion(tx, conv)
 		switch {
 		case err != nil:
 			return err
 		case stored && q == nil:
-			res.Notice = noticeQuestionGone
+			res.Notice = gone
 			return nil
 		case q == nil || q.ID != act.Question:
 			res.Notice = noticeNotWaiting
@@ -373,7 +562,7 @@ func (b *Bot) answerClick(ctx context.Context, who User, from ThreadRef, act *Ac
 		return nil
 	})
 	if err == nil && answered != "" {
-		b.asks.deliver(answered, answer)
+		b.answered(ctx, answered, answer)
 	}
 	return res, err
 }

@@ -44,6 +44,8 @@ type Bot struct {
 	sweep *sweeper
 	// lead elects the replica that runs the dispatcher and the sweeper (leader.go).
 	lead *leader
+	// pres tells the replicas which of them are alive (presence.go).
+	pres presence
 	// notes wakes other replicas through the store, if it notifies (notifier.go).
 	notes *notifier
 	// asks are the tool calls waiting on a question in their thread (ask.go).
@@ -135,7 +137,7 @@ func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ..
 	b.clock = &clock{now: b.now}
 	expiry := time.Duration(b.cfg.Policy.ApprovalExpiry)
 	b.recs = &records{clock: b.clock, newID: b.newID, expiry: expiry, log: b.log, level: ag.Config().Autonomy, savePlaybooks: b.cfg.Playbooks.Dir != ""}
-	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval))
+	b.disp = newDispatcher(store, b.platforms, b.redactor, b.log, time.Duration(b.cfg.EditInterval), b.clock.Now)
 	b.sched = newScheduler(store, ag, b.recs, b.log, b.cfg.MaxConcurrentRuns, b.outboxChanged)
 	b.sched.ask = b.ask
 	b.sched.streams = &streams{platforms: b.platforms, redactor: b.redactor, now: b.clock.Now, log: b.log}
@@ -161,7 +163,10 @@ func (b *Bot) Start(ctx context.Context) error {
 	if err := b.store.Update(ctx, b.recs.refreshCards); err != nil {
 		return fmt.Errorf("start bot: %w", err)
 	}
-	if err := b.replayInbox(ctx); err != nil {
+	if err := b.pres.announce(ctx); err != nil {
+		return fmt.Errorf("start bot: announce this replica: %w", err)
+	}
+	if err := b.replayInbox(ctx, true); err != nil {
 		return fmt.Errorf("start bot: %w", err)
 	}
 	b.mu.Lock()
@@ -177,7 +182,7 @@ func (b *Bot) Start(ctx context.Context) error {
 	// The election is asked before the dispatcher's first pass, so that a replica alone
 	// (always, on bbolt) sends the outbox at once.
 	b.lead.holds(ctx)
-	b.loops.Add(7)
+	b.loops.Add(8)
 	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sched.beat(loopCtx) }()
@@ -188,6 +193,7 @@ func (b *Bot) Start(ctx context.Context) error {
 	}()
 	go func() { defer b.loops.Done(); b.notes.send(loopCtx, b.log.Warn) }()
 	go func() { defer b.loops.Done(); b.listen(loopCtx) }()
+	go func() { defer b.loops.Done(); b.presenceLoop(loopCtx) }()
 	go func() { defer close(b.disp.done); b.disp.loop(outCtx) }()
 	b.sched.poke()
 	b.disp.poke()
@@ -234,5 +240,6 @@ func (b *Bot) Stop(ctx context.Context) error {
 	// What this replica owned is given up, so other replicas take it at once.
 	b.sched.releaseAll(ctx)
 	b.lead.resign(ctx)
+	b.pres.leave(ctx, b.pres.owner)
 	return err
 }

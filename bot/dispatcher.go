@@ -3,23 +3,26 @@ package bot
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
-	"reflect"
 	"slices"
+	"sync"
 	"time"
 )
 
 // dispatcher sends the outbox: it renders every item from the records as they are when it
 // is sent, paces the calls to each channel, honours rate limits, redacts secrets and calls
 // the Platform. One goroutine (loop) owns all of its state, the pacing of every channel
-// included, so that no two calls race for a channel; it therefore needs no lock.
+// included, and hands the calls to a few workers: a channel has at most one call in flight,
+// so its messages keep their order and its pacing, while different channels are called at
+// the same time. The loop therefore needs no lock.
 type dispatcher struct {
 	store        Store
 	platforms    map[string]Platform
 	redactor     *Redactor
 	log          *slog.Logger
 	editInterval time.Duration
+	// workers is how many calls may be in flight at once, each to another channel.
+	workers int
 	// wake nudges the loop; it has room for one, so a nudge never blocks and many nudges
 	// fold into one pass.
 	wake chan struct{}
@@ -31,19 +34,47 @@ type dispatcher struct {
 	channels map[string]*channel // by paceKey; the loop's alone
 	// lead says whether this replica sends the outbox (leader.go); nil always does.
 	lead *leader
+	// holds are the channels' holds as stored, for the replica that leads next (holds.go).
+	holds holdKeeper
+
+	// The loop's bookkeeping of its workers: jobs go out, results come back, inflight
+	// counts the calls whose result the loop has not taken yet, and settling collects the
+	// items whose outcome is to be written in the loop's next store write.
+	jobs     chan job
+	results  chan result
+	inflight int
+	settling []result
+	// queue holds the items the last pass found ready, one a channel, oldest first, for
+	// the workers as they come free: a thousand ready channels are read once, not once
+	// for every few workers' worth. next is when a channel with items waiting may be
+	// called again.
+	queue []job
+	next  time.Time
+	// nextScan is when the loop may read the outbox again: a pass reads every waiting item,
+	// so passes are spaced by a few times what the last one took (scanSpacing), and a
+	// burst of wakes does not make the loop spend its time reading the same items again.
+	nextScan time.Time
 }
 
-func newDispatcher(store Store, platforms map[string]Platform, redactor *Redactor, log *slog.Logger, editInterval time.Duration) *dispatcher {
+// sendWorkers bounds the platform calls in flight at once. Each is to another channel, and
+// a chat platform's call takes tens to hundreds of milliseconds over the network, so a
+// handful keeps a thousand busy channels flowing without flooding the platform.
+const sendWorkers = 16
+
+func newDispatcher(store Store, platforms map[string]Platform, redactor *Redactor, log *slog.Logger, editInterval time.Duration, now func() time.Time) *dispatcher {
+	hs, _ := store.(HoldStore)
 	return &dispatcher{
 		store:        store,
 		platforms:    platforms,
 		redactor:     redactor,
 		log:          log,
 		editInterval: editInterval,
+		workers:      sendWorkers,
 		wake:         make(chan struct{}, 1),
 		flush:        make(chan struct{}),
 		done:         make(chan struct{}),
 		channels:     map[string]*channel{},
+		holds:        holdKeeper{store: hs, now: now},
 	}
 }
 
@@ -85,11 +116,25 @@ type channel struct {
 	// notBefore holds the channel back after a rate limit (its Retry-After) or a failure
 	// (the backoff). Later items of the channel wait too, so messages keep their order.
 	notBefore time.Time
+	// stored is the rate limit's hold as written to the store, until a call clears it.
+	stored Hold
+	// busy says a worker is calling the channel: its next item waits for the result, so
+	// that the channel's messages reach the platform one at a time and in order.
+	busy bool
 	// unsettled are items that reached the platform but could not be settled in the store
 	// (a full disk, say), by key: the next pass must edit what was posted, or only settle,
 	// rather than post it again.
 	unsettled map[string]unsettled
+	// waiting counts the channel's items the last pass read.
+	waiting int
+	// shown is what this leader last showed in each message it edits, by item key: a card
+	// whose new state renders as what it shows already is settled without a call.
+	shown map[string]unsettled
 }
+
+// maxShown bounds a channel's memory of what it shows; past it the memory starts afresh,
+// which costs at most one edit each that changes nothing a person sees.
+const maxShown = 64
 
 // unsettled is what the platform shows of an item the store does not know was sent.
 type unsettled struct {
@@ -97,40 +142,146 @@ type unsettled struct {
 	msg Message    // what it shows, before redaction
 }
 
+// channel returns the pacing state of key, made if there is none.
+func (d *dispatcher) channel(key string) *channel {
+	ch := d.channels[key]
+	if ch == nil {
+		ch = &channel{}
+		d.channels[key] = ch
+	}
+	return ch
+}
+
 // loop sends the outbox until ctx ends or, once Stop closed d.flush, until the outbox is
-// empty. One goroutine sends everything, so no two calls race for a channel; a channel that
-// must wait is skipped, not waited for, so the others keep flowing.
+// empty. It reads the outbox, hands each channel's oldest item to a worker when the
+// channel's pacing allows, and writes what the workers did in one store write for many
+// items; a channel that must wait is skipped, not waited for, so the others keep flowing.
 func (d *dispatcher) loop(ctx context.Context) {
+	d.jobs = make(chan job)
+	// A worker never waits to hand its result back: there are never more results
+	// outstanding than workers.
+	d.results = make(chan result, d.workers)
+	var workers sync.WaitGroup
+	for range d.workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range d.jobs {
+				d.results <- d.call(ctx, j)
+			}
+		}()
+	}
+	defer func() {
+		// The calls in flight end (ctx ended, or there were none); what reached the
+		// platform is still settled.
+		close(d.jobs)
+		for ; d.inflight > 0; d.inflight-- {
+			d.finish(ctx, <-d.results)
+		}
+		d.settle(ctx)
+		workers.Wait()
+	}()
+
 	flush, draining := d.flush, false
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	want, left := true, 0
 	for {
-		next, left := d.pass(ctx)
-		if draining && left == 0 || ctx.Err() != nil {
+		d.settle(ctx)
+		if ctx.Err() != nil {
 			return
 		}
-		var wake <-chan time.Time
-		if !next.IsZero() {
-			timer.Reset(time.Until(next))
-			wake = timer.C
+		if want && !time.Now().Before(d.nextScan) {
+			start := time.Now()
+			var read int
+			d.next, left, read = d.pass(ctx)
+			want = false
+			d.nextScan = time.Now().Add(scanGap(time.Since(start), read))
+		}
+		if draining && !want && left == 0 && d.inflight == 0 && len(d.queue) == 0 && len(d.settling) == 0 {
+			return
+		}
+		at := d.next
+		if want && (at.IsZero() || d.nextScan.Before(at)) {
+			at = d.nextScan
+		}
+		var tick <-chan time.Time
+		if !at.IsZero() {
+			timer.Reset(time.Until(at))
+			tick = timer.C
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-flush:
-			draining, flush = true, nil
+			draining, flush, want = true, nil, true
 		case <-d.wake:
-		case <-wake:
+			want = true
+		case <-tick:
+			want, d.next = true, time.Time{}
+		case r := <-d.results:
+			// Take what else is done too, so that one write settles it all.
+			for more := true; more; {
+				d.inflight--
+				if d.finish(ctx, r) {
+					want = true
+				}
+				select {
+				case r = <-d.results:
+				default:
+					more = false
+				}
+			}
+			d.feed(ctx)
+			// A last pass sees whether the outbox is empty now.
+			want = want || draining
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
 }
 
-// pass sends what pacing allows now, oldest first, and returns when the next item
-// may go (zero if nothing waits on time) and how many items are left.
-func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
-	if !d.lead.holds(ctx) {
-		return time.Time{}, 0 // another replica sends the outbox
+// Reading the outbox decodes every waiting item, so the loop spaces its reads: after a read
+// that took a while, by scanSpacing times what it took; after a read of many items, by
+// scanPerItem for each (50ms for a thousand), so that a busy store's stream of wakes does
+// not make the loop read the same thousand items again and again. An outbox of up to
+// scanFree items is read at every wake: a new item in a quiet channel goes at once.
+const (
+	scanSpacing = 4
+	scanFree    = 64
+	scanPerItem = 50 * time.Microsecond
+)
+
+// scanGap is how long the loop waits after a read of n items that took took before it
+// reads the outbox again for a wake. A due channel (the timer) waits for it too.
+func scanGap(took time.Duration, n int) time.Duration {
+	gap := scanSpacing * took
+	if n > scanFree {
+		gap = max(gap, time.Duration(n)*scanPerItem)
 	}
+	return gap
+}
+
+// due makes the loop read the outbox again at t, if not sooner.
+func (d *dispatcher) due(t time.Time) {
+	if d.next.IsZero() || t.Before(d.next) {
+		d.next = t
+	}
+}
+
+// pass hands out what pacing allows now, oldest first, one item a channel, and returns
+// when the next item may go (zero if nothing waits on time), how many items are left, and
+// how many it read.
+func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) {
+	if !d.lead.holds(ctx) {
+		d.queue = d.queue[:0]
+		return time.Time{}, 0, 0 // another replica sends the outbox
+	}
+	d.loadHolds(ctx)
 	var items []OutboxItem
 	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -141,7 +292,11 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
 		if ctx.Err() == nil {
 			d.log.Error("read outbox", "err", err)
 		}
-		return time.Now().Add(retryBase), 1
+		return time.Now().Add(retryBase), 1, 0
+	}
+	d.queue = d.queue[:0]
+	for _, ch := range d.channels {
+		ch.waiting = 0
 	}
 	slices.SortFunc(items, func(a, b OutboxItem) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.Key, b.Key))
@@ -151,32 +306,47 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
 			next = t
 		}
 	}
+	now := time.Now()
 	held, seen, stored := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, it := range items {
 		key := d.paceKey(it.Thread)
 		seen[key] = true
 		stored[it.Key] = true
+		ch := d.channel(key)
+		ch.waiting++
 		if held[key] || ctx.Err() != nil {
 			left++
 			continue
 		}
-		ch := d.channels[key]
-		if ch == nil {
-			ch = &channel{}
-			d.channels[key] = ch
-		}
-		if ready := ch.ready(); time.Now().Before(ready) {
-			held[key] = true
+		// Whatever happens to this item, the channel's later items wait for it.
+		held[key] = true
+		switch ready := ch.ready(); {
+		case ch.busy:
+			// Its call's result wakes the loop.
+			left++
+			continue
+		case now.Before(ready):
 			waitFor(ready)
 			left++
 			continue
 		}
-		if !d.send(ctx, it, ch) {
-			held[key] = true
-			waitFor(ch.notBefore)
-			left++
+		p := d.platforms[it.Thread.Platform]
+		if p == nil {
+			d.log.Error("outbox item for a platform that is not configured; dropped", "item", it.Key, "platform", it.Thread.Platform)
+			d.settling = append(d.settling, result{job: job{it: it, key: key}, outcome: outcomeDrop})
+			continue
 		}
+		j := job{it: it, key: key, p: p}
+		if u, ok := ch.unsettled[it.Key]; ok {
+			j.unsettled = &u
+		}
+		if s, ok := ch.shown[it.Key]; ok {
+			j.shown = &s
+		}
+		d.queue = append(d.queue, j)
+		left++
 	}
+	d.feed(ctx)
 	// Settling a sent item is tried again until the store takes it.
 	for _, ch := range d.channels {
 		for key := range ch.unsettled {
@@ -190,13 +360,48 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left int) {
 	}
 	// Forget channels with nothing to send and nothing to wait for, so a bot that has
 	// talked in many channels keeps pacing state only for the busy ones.
-	now := time.Now()
 	for key, ch := range d.channels {
-		if !seen[key] && !now.Before(ch.ready()) {
+		if !seen[key] && !ch.busy && !now.Before(ch.ready()) && len(ch.unsettled) == 0 {
 			delete(d.channels, key)
 		}
 	}
-	return next, left
+	return next, left, len(items)
+}
+
+// feed hands queued items to the workers while some are free. An item whose channel came to
+// be held meanwhile stays in the outbox for a later pass. The new posts among them are
+// marked in the store first (outbox_intent.go), in the write that settles what the workers
+// did last.
+func (d *dispatcher) feed(ctx context.Context) {
+	now := time.Now()
+	var out []job
+	for d.inflight+len(out) < d.workers && len(d.queue) > 0 {
+		j := d.queue[0]
+		d.queue = d.queue[1:]
+		ch := d.channel(j.key)
+		if ch.busy {
+			continue
+		}
+		if ready := ch.ready(); now.Before(ready) {
+			d.due(ready)
+			continue
+		}
+		ch.busy = true
+		if d.mark(&j) {
+			d.settling = append(d.settling, result{job: j, outcome: outcomeMark})
+		}
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return
+	}
+	// A mark that cannot be written leaves the call as it was before marks: a sender
+	// after this one would post again without saying it may repeat.
+	d.settle(ctx)
+	for _, j := range out {
+		d.inflight++
+		d.jobs <- j
+	}
 }
 
 // ready is when the channel may be called next.
@@ -205,190 +410,4 @@ func (ch *channel) ready() time.Time {
 		return ch.free
 	}
 	return ch.notBefore
-}
-
-// send renders one item from the current records, posts or edits it, and settles the item.
-// It reports whether the item is done; if not, ch.notBefore says when to try again.
-func (d *dispatcher) send(ctx context.Context, it OutboxItem, ch *channel) bool {
-	log := d.log.With("item", it.Key, "platform", it.Thread.Platform, "channel", it.Thread.Channel)
-	p := d.platforms[it.Thread.Platform]
-	if p == nil {
-		log.Error("outbox item for a platform that is not configured; dropped")
-		return d.drop(ctx, it)
-	}
-	var msg Message
-	var existing MessageRef
-	err := d.store.View(ctx, func(tx Tx) error {
-		var err error
-		if msg, err = render(tx, it); err != nil {
-			return err
-		}
-		existing, err = postedRef(tx, it)
-		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		log.Error("render outbox item; dropped", "err", err)
-		return d.drop(ctx, it)
-	}
-	out := d.redactor.message(msg)
-	var ref MessageRef
-	if u, ok := ch.unsettled[it.Key]; ok {
-		if existing.ID == "" {
-			// Edit what was posted, and save its reference this time.
-			existing, ref = u.ref, u.ref
-		}
-		if reflect.DeepEqual(u.msg, msg) {
-			d.sent(ctx, it, msg, ref, ch)
-			return true
-		}
-	}
-	if existing.ID != "" {
-		err = p.Update(ctx, existing, out)
-	} else {
-		ref, err = p.Post(ctx, it.Thread, out)
-	}
-	// A call that failed may have reached the platform too, so it counts as well.
-	ch.free = time.Now().Add(d.editInterval)
-	var rl *RateLimitError
-	var perm *PermanentError
-	switch {
-	case err == nil:
-		d.sent(ctx, it, msg, ref, ch)
-		return true
-	case errors.As(err, &rl):
-		// Honour Retry-After for this channel only; the item is tried once more after it.
-		log.Warn("platform rate limit", "retry_after", rl.RetryAfter)
-		ch.notBefore = time.Now().Add(rl.RetryAfter)
-		return false
-	case errors.As(err, &perm):
-		log.Error("platform refused the message for good; dropped", "err", err)
-		return d.drop(ctx, it)
-	case ctx.Err() != nil:
-		return false
-	}
-	it.Attempts++
-	if it.Attempts >= maxAttempts {
-		log.Error("platform call kept failing; dropped", "attempts", it.Attempts, "err", err)
-		return d.drop(ctx, it)
-	}
-	backoff := min(retryBase<<(it.Attempts-1), retryCap)
-	log.Warn("platform call failed; will retry", "attempts", it.Attempts, "backoff", backoff, "err", err)
-	ch.notBefore = time.Now().Add(backoff)
-	err = d.store.Update(ctx, func(tx Tx) error {
-		// Count the attempt only on the item that failed: a newer card state stored under
-		// the same key in the meantime starts afresh.
-		cur, ok, err := outboxItem(tx, it.Key)
-		if err != nil || !ok || !cur.CreatedAt.Equal(it.CreatedAt) {
-			return err
-		}
-		return tx.PutOutbox(it)
-	})
-	if err != nil && ctx.Err() == nil {
-		log.Error("count outbox attempt", "err", err)
-	}
-	return false
-}
-
-// sent records a message that reached the platform: the reference of a new card, so later
-// states edit it in place, and the end of the item. A card item is done only if the records
-// still render to what was sent; if they changed meanwhile it stays and goes again. The
-// message is out, so this bookkeeping is done even when ctx is ending. If the store refuses
-// it, the channel remembers what was sent, so that it is not posted a second time.
-func (d *dispatcher) sent(ctx context.Context, it OutboxItem, msg Message, ref MessageRef, ch *channel) {
-	err := d.store.Update(context.WithoutCancel(ctx), func(tx Tx) error {
-		if ref.ID != "" {
-			if err := saveRef(tx, it, ref); err != nil {
-				return err
-			}
-		}
-		if it.Kind == OutboxCard || it.Kind == OutboxApprovalCard || it.Kind == OutboxMemory || it.Kind == OutboxAsk {
-			if now, err := render(tx, it); err == nil && !reflect.DeepEqual(now, msg) {
-				return nil
-			}
-		}
-		return tx.DeleteOutbox(it.Key)
-	})
-	if err != nil {
-		d.log.Error("settle sent outbox item", "item", it.Key, "err", err)
-		if ch.unsettled == nil {
-			ch.unsettled = map[string]unsettled{}
-		}
-		ch.unsettled[it.Key] = unsettled{ref: ref, msg: msg}
-		return
-	}
-	delete(ch.unsettled, it.Key)
-}
-
-// drop deletes an item that cannot be sent. It reports true: the item is settled.
-func (d *dispatcher) drop(ctx context.Context, it OutboxItem) bool {
-	err := d.store.Update(ctx, func(tx Tx) error { return tx.DeleteOutbox(it.Key) })
-	if err != nil && ctx.Err() == nil {
-		d.log.Error("drop outbox item", "item", it.Key, "err", err)
-	}
-	return true
-}
-
-// postedRef is the message an item edits, if it was posted before: the run's status card,
-// the approval's card or a memory list. Other items are always new posts.
-func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
-	switch it.Kind {
-	case OutboxCard:
-		rec, err := tx.RunHeader(it.RunID)
-		if err != nil {
-			return MessageRef{}, err
-		}
-		return rec.Card, nil
-	case OutboxApprovalCard:
-		ap, err := tx.Approval(it.ApprovalID)
-		if err != nil {
-			return MessageRef{}, err
-		}
-		return ap.Card, nil
-	case OutboxMemory:
-		return memoryCard(tx, it)
-	case OutboxAsk:
-		return questionCard(tx, it)
-	}
-	return MessageRef{}, nil
-}
-
-// saveRef stores the reference of a newly posted card.
-func saveRef(tx Tx, it OutboxItem, ref MessageRef) error {
-	switch it.Kind {
-	case OutboxCard:
-		rec, err := tx.RunHeader(it.RunID)
-		if err != nil {
-			return err
-		}
-		rec.Card = ref
-		return tx.PutRunHead(rec)
-	case OutboxApprovalCard:
-		ap, err := tx.Approval(it.ApprovalID)
-		if err != nil {
-			return err
-		}
-		ap.Card = ref
-		return tx.PutApproval(ap)
-	case OutboxMemory:
-		return saveMemoryCard(tx, it, ref)
-	case OutboxAsk:
-		return saveQuestionCard(tx, it, ref)
-	}
-	return nil
-}
-
-// outboxItem finds the stored item with key.
-func outboxItem(tx Tx, key string) (OutboxItem, bool, error) {
-	items, err := tx.Outbox()
-	if err != nil {
-		return OutboxItem{}, false, err
-	}
-	i := slices.IndexFunc(items, func(it OutboxItem) bool { return it.Key == key })
-	if i < 0 {
-		return OutboxItem{}, false, nil
-	}
-	return items[i], true, nil
 }

@@ -177,7 +177,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		if ev.Kind == EventReply && controlWords(text) != wordsStop && b.cfg.Policy.mayControl(rec, ev.User) {
 			// A tool of the run waits on a question in this thread (ask.go): the reply of
 			// someone who may control the run answers it, unless it is a stop.
-			q, err := b.pendingQuestion(tx, conv)
+			q, _, err := b.pendingQuestion(tx, conv)
 			if err != nil {
 				return err
 			}
@@ -216,7 +216,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
 	if err == nil && answered != "" {
-		b.asks.deliver(answered, answer)
+		b.answered(ctx, answered, answer)
 	}
 	if err == nil && stop != "" {
 		return b.cancelRun(ctx, ev.User, ev.Thread, stop)

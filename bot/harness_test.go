@@ -182,7 +182,7 @@ type model struct {
 	client *llm.Client
 }
 
-func newModel(t *testing.T) *model {
+func newModel(t testing.TB) *model {
 	t.Helper()
 	srv := llmtest.New()
 	client, err := llm.New(llm.Config{BaseURL: "http://llmtest.invalid/v1", Model: "test-model", MaxRetries: -1},

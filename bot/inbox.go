@@ -18,12 +18,21 @@ import (
 // for, right after Handle. What is still in the inbox when the process dies is handled at
 // the next Start, in the order it was accepted; Handle's claims make a second handling of
 // one event a duplicate.
+//
+// With replicas, each entry names the replica that accepted it, which handles it: another
+// replica that handled it too would make one of the two handlings a duplicate, and the
+// person's notice (which only the adapter that took the event can show) could be the lost
+// one. So Start replays only this replica's own entries (an earlier process of its ID left
+// them) and those of replicas that are gone (presence.go); the outbox's leader adopts gone
+// replicas' entries as it goes, too.
 
 // InboxEntry is one accepted event waiting for Handle.
 type InboxEntry struct {
 	// Seq orders the entries: it grows with every accepted event.
 	Seq   int64 `json:"seq"`
 	Event Event `json:"event"`
+	// Replica is the ID of the replica that accepted it; "" from a version without one.
+	Replica string `json:"replica,omitempty"`
 }
 
 // inbox is the bot's memory of what it accepted in this process.
@@ -72,6 +81,13 @@ func (in *inbox) has(id string) bool {
 	return ok
 }
 
+// firstUpdater is a store that can put a write ahead of those waiting for the writer: the
+// platform waits on Accept's to acknowledge, while the bot's own writes (checkpoints, the
+// outbox) wait for nobody. A store without it takes Accept's write in turn.
+type firstUpdater interface {
+	UpdateFirst(ctx context.Context, fn func(tx Tx) error) error
+}
+
 // Accept stores evs in the inbox in one transaction and reports, for each, whether it was
 // added: false for an event whose ID is already waiting there (a redelivery, handled with
 // its first delivery). The caller acknowledges the platform after Accept returns nil and
@@ -90,10 +106,14 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 	}
 	added := make([]bool, len(evs))
 	seq := b.inbox.next(b.clock.Now().UnixNano(), len(evs))
-	err := b.store.Update(ctx, func(tx Tx) error {
+	update := b.store.Update
+	if f, ok := b.store.(firstUpdater); ok {
+		update = f.UpdateFirst
+	}
+	err := update(ctx, func(tx Tx) error {
 		for i, ev := range evs {
 			var err error
-			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev}); err != nil {
+			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev, Replica: b.pres.owner}); err != nil {
 				return err
 			}
 		}
@@ -127,9 +147,11 @@ func (b *Bot) settleInbox(ctx context.Context, id string) {
 	}
 }
 
-// replayInbox handles, in the order they were accepted, the events a previous process
-// accepted and did not handle.
-func (b *Bot) replayInbox(ctx context.Context) error {
+// replayInbox handles, in the order they were accepted, the inbox's events that no live
+// replica will handle: at Start this replica's own (an earlier process of its ID accepted
+// them) and those without a replica, and always those of replicas that are gone, each of
+// which this replica adopts for the time it handles them.
+func (b *Bot) replayInbox(ctx context.Context, atStart bool) error {
 	var entries []*InboxEntry
 	err := b.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -143,17 +165,49 @@ func (b *Bot) replayInbox(ctx context.Context) error {
 		return nil
 	}
 	b.inbox.next(entries[len(entries)-1].Seq, 1)
+	gone := map[string]bool{}
+	defer func() {
+		for id, adopted := range gone {
+			if adopted {
+				b.pres.leave(context.WithoutCancel(ctx), id)
+			}
+		}
+	}()
+	n := 0
 	for _, e := range entries {
+		switch r := e.Replica; {
+		case r == "" || r == b.pres.owner:
+			if !atStart {
+				continue // being handled here
+			}
+		default:
+			adopted, seen := gone[r]
+			if !seen {
+				if adopted, err = b.pres.adopt(ctx, r); err != nil {
+					return fmt.Errorf("adopt the inbox of replica %s: %w", r, err)
+				}
+				gone[r] = adopted
+				if adopted {
+					b.log.Info("inbox: adopting the events of a gone replica", "replica", r)
+				}
+			}
+			if !adopted {
+				continue // its live replica handles it
+			}
+		}
+		n++
 		b.inbox.add(e.Event.ID)
 		res, err := b.Handle(ctx, e.Event)
 		switch {
 		case err != nil:
-			b.log.Error("inbox: handle event accepted before the restart", "event", e.Event.ID, "kind", e.Event.Kind, "err", err)
+			b.log.Error("inbox: handle event accepted before the restart", "event", e.Event.ID, "kind", e.Event.Kind, "replica", e.Replica, "err", err)
 		case res.Notice != "":
 			// The person is not told: the adapter that would show it is not running yet.
 			b.log.Info("inbox: event accepted before the restart handled", "event", e.Event.ID, "notice", res.Notice)
 		}
 	}
-	b.log.Info("inbox: events accepted before the restart handled", "count", len(entries))
+	if n > 0 {
+		b.log.Info("inbox: events accepted before the restart handled", "count", n)
+	}
 	return nil
 }

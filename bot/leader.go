@@ -238,4 +238,5 @@ func (b *Bot) replicate(store Store) {
 		won:    func() { b.disp.poke(); poke(b.sweep.wake) },
 	}
 	b.disp.lead, b.sweep.lead = b.lead, b.lead
+	b.pres = presence{elector: e, owner: owner, ttl: ttl, now: b.clock.Now, log: b.log}
 }

@@ -245,6 +245,15 @@ func (s *scheduler) write(ctx context.Context, id string, fn func(tx Tx) error) 
 	return s.own.leaser.UpdateFenced(ctx, l, fn)
 }
 
+// heldLease is this replica's lease of run id; zero without leases or without one.
+func (s *scheduler) heldLease(id string) Lease {
+	if s.own == nil {
+		return Lease{}
+	}
+	l, _ := s.own.lease(id)
+	return l
+}
+
 // finished is called as run id's goroutine ends: a held run keeps its lease, so that no
 // other replica works on it while this one waits for its store; any other gives it up.
 func (s *scheduler) finished(ctx context.Context, id string) {

@@ -41,6 +41,9 @@ const (
 	// the store changed (adapters/web, viewstore.go); the payload is the number of the
 	// change, and the consoles read what changed from the store.
 	ChannelConsole = "loopbot_console"
+	// channelAnswer tells the replica whose call waits on the question in the payload that
+	// another replica stored its answer (ask.go); an empty payload means any question.
+	channelAnswer = "loopbot_answer"
 )
 
 // notifier is the bot's use of a store's Notifier. Outbox changes are coalesced: a burst of
@@ -100,7 +103,7 @@ func (b *Bot) listen(ctx context.Context) {
 	if b.notes.n == nil {
 		return
 	}
-	for n := range b.notes.n.Listen(ctx, channelOutbox, channelCancel) {
+	for n := range b.notes.n.Listen(ctx, channelOutbox, channelCancel, channelAnswer) {
 		switch n.Channel {
 		case channelOutbox:
 			if n.Payload != b.notes.owner && b.lead.leads() {
@@ -108,6 +111,8 @@ func (b *Bot) listen(ctx context.Context) {
 			}
 		case channelCancel:
 			b.sched.stopEnded(ctx, n.Payload)
+		case channelAnswer:
+			b.asks.check(n.Payload)
 		}
 	}
 }

@@ -219,12 +219,17 @@ func TestStopFlushesTheOutbox(t *testing.T) {
 	})
 }
 
+// TestStopGivesUpWhenItsContextEnds stops the bot while its answer waits out a rate limit:
+// Stop gives up when its context ends, and the next process posts the answer, no sooner than
+// the platform's Retry-After allows, since the hold is stored.
 func TestStopGivesUpWhenItsContextEnds(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h := newHarness(t, bot.Config{})
+		var limitedAt time.Time
 		h.plat.fail = func(o op) error {
 			if o.msg.Kind == bot.KindAnswer {
-				return &bot.RateLimitError{RetryAfter: time.Hour}
+				limitedAt = o.at
+				return &bot.RateLimitError{RetryAfter: 10 * time.Minute}
 			}
 			return nil
 		}
@@ -244,8 +249,16 @@ func TestStopGivesUpWhenItsContextEnds(t *testing.T) {
 		h.plat.fail = nil
 		h.restart()
 		h.settle()
-		if n := len(h.plat.sent(bot.KindAnswer)); n != 1 {
-			t.Errorf("%d answers posted after the restart, want the one left in the outbox", n)
+		answers := h.plat.sent(bot.KindAnswer)
+		if len(answers) != 1 {
+			t.Fatalf("%d answers posted after the restart, want the one left in the outbox", len(answers))
+		}
+		if wait := answers[0].at.Sub(limitedAt); wait < 10*time.Minute {
+			t.Errorf("the answer was posted %s after a 429 asking for 10m", wait)
+		}
+		// The platform refused the first post, so the answer does not repeat one.
+		if strings.Contains(answers[0].msg.Footer, "may repeat") {
+			t.Errorf("the answer's footer says %q, want no note: the platform refused the first post", answers[0].msg.Footer)
 		}
 	})
 }

@@ -63,7 +63,7 @@ func TestPlaybookRunSeedsPlanAndTools(t *testing.T) {
 			offered = append(offered, tl.Name)
 		}
 		slices.Sort(offered)
-		if !slices.Equal(offered, []string{"ask_user", "fetch", "update_plan"}) {
+		if !slices.Equal(offered, []string{"ask_user", "fetch", "read_output", "update_plan"}) {
 			t.Fatalf("tools offered = %v, want the playbook's and the loop's own", offered)
 		}
 		first := reqs[0].Messages

@@ -197,7 +197,8 @@ func (r *records) nextGoal(tx Tx, thread ThreadRef) error {
 // calls of unknown outcome, which are told about by comparing with the stored state: the
 // write lock is held meanwhile, and decoding a state of tens of kilobytes at every step
 // would hold it longest. A run that someone else ended is left as it is (errRunEnded).
-func (r *records) checkpoint(tx Tx, st *agent.State) error {
+// enc, when not nil, is st as the store encoded it before the transaction.
+func (r *records) checkpoint(tx Tx, st *agent.State, enc EncodedState) error {
 	rec, err := tx.RunHeader(st.RunID)
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func (r *records) checkpoint(tx Tx, st *agent.State) error {
 		return err
 	}
 	prev := rec.Status
-	rec.State = st
+	rec.State, rec.Encoded = st, enc
 	deriveStatus(rec)
 	if err := r.tellUnknownOutcomes(tx, rec, old); err != nil {
 		return err

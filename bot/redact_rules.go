@@ -1,14 +1,16 @@
 package bot
 
 import (
+	"bytes"
+	_ "embed"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
-	"github.com/spf13/viper"
-	gitleaks "github.com/zricethezav/gitleaks/v8/config"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // A rule finds one kind of credential. The secret is the match's group number grp (the
@@ -27,7 +29,7 @@ type rule struct {
 	entropy float64
 	// allow are gitleaks's allowlists of the rule (and the global ones): known examples,
 	// placeholders and template variables that are not secrets.
-	allow []*gitleaks.Allowlist
+	allow []*allowlist
 
 	// re is compiled on the rule's first use: compiling all of them takes time and memory,
 	// and most rules never meet their keyword.
@@ -99,40 +101,179 @@ var rules = sync.OnceValues(func() ([]*rule, error) {
 	return append(gl, localRules...), nil
 })
 
+// gitleaksConfig is gitleaks's default configuration (config/gitleaks.toml of the
+// github.com/zricethezav/gitleaks/v8 module that go.mod names, MIT licensed, see
+// gitleaks.LICENSE), copied byte for byte: TestGitleaksRulesAreTheModules says when the
+// module moves on. loopbot reads it with its own small loader rather than through gitleaks's
+// config package, which brings in viper and a logger and compiles all 222 patterns at load:
+// that loader was a fifth of the binary's packages and about 25 MB of the peak RSS.
+//
+//go:embed gitleaks.toml
+var gitleaksConfig []byte
+
+// gitleaksFile is the part of gitleaks's configuration format the default configuration
+// uses. It is decoded strictly, so a key a later version adds fails TestRulesCompile
+// instead of being dropped without a word.
+type gitleaksFile struct {
+	Title      string `toml:"title"`
+	MinVersion string `toml:"minVersion"`
+	Rules      []struct {
+		ID          string   `toml:"id"`
+		Description string   `toml:"description"`
+		Regex       string   `toml:"regex"`
+		Path        string   `toml:"path"`
+		SecretGroup int      `toml:"secretGroup"`
+		Entropy     float64  `toml:"entropy"`
+		Keywords    []string `toml:"keywords"`
+		Tags        []string `toml:"tags"`
+		SkipReport  bool     `toml:"skipReport"`
+		Required    []struct {
+			ID            string `toml:"id"`
+			WithinLines   *int   `toml:"withinLines"`
+			WithinColumns *int   `toml:"withinColumns"`
+		} `toml:"required"`
+		AllowList  *gitleaksAllowlist  `toml:"allowlist"` // the format before [[rules.allowlists]]
+		Allowlists []gitleaksAllowlist `toml:"allowlists"`
+	} `toml:"rules"`
+	AllowList  *gitleaksAllowlist  `toml:"allowlist"` // the format before [[allowlists]]
+	Allowlists []gitleaksAllowlist `toml:"allowlists"`
+}
+
+type gitleaksAllowlist struct {
+	Description string   `toml:"description"`
+	Condition   string   `toml:"condition"`
+	Commits     []string `toml:"commits"`
+	Paths       []string `toml:"paths"`
+	RegexTarget string   `toml:"regexTarget"`
+	Regexes     []string `toml:"regexes"`
+	StopWords   []string `toml:"stopwords"`
+	TargetRules []string `toml:"targetRules"` // of global allowlists only
+}
+
+// An allowlist says a finding is no secret, as gitleaks's config.Allowlist decides it for a
+// text that has no path or commit.
+type allowlist struct {
+	and bool // every check given must hold, not one of them
+	// onFiles: the allowlist checks commits or paths, which a message never has.
+	onFiles bool
+	// target is what the regexes test: the secret (""), the whole "match" or the "line".
+	target string
+	// patterns are tested as one expression, compiled on first use like the rules'.
+	patterns []string
+	once     sync.Once
+	re       *regexp.Regexp
+	// stopwords, lower-case, allow a secret that holds one of them.
+	stopwords []string
+}
+
 // gitleaksRules loads the rules and allowlists of gitleaks's default configuration, the
-// maintained set behind its secret scanner.
+// maintained set behind its secret scanner, the way gitleaks's own loader reads them.
+// TestRulesMatchGitleaksLoader holds the two to the same result.
 func gitleaksRules() ([]*rule, error) {
-	v := viper.New()
-	v.SetConfigType("toml")
-	if err := v.ReadConfig(strings.NewReader(gitleaks.DefaultConfig)); err != nil {
+	var f gitleaksFile
+	dec := toml.NewDecoder(bytes.NewReader(gitleaksConfig))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("read gitleaks rules: %w", err)
 	}
-	var vc gitleaks.ViperConfig
-	if err := v.Unmarshal(&vc); err != nil {
-		return nil, fmt.Errorf("read gitleaks rules: %w", err)
+	if f.AllowList != nil {
+		f.Allowlists = append(f.Allowlists, *f.AllowList)
 	}
-	cfg, err := vc.Translate()
-	if err != nil {
-		return nil, fmt.Errorf("load gitleaks rules: %w", err)
+	var global []*allowlist
+	targeted := map[string][]*allowlist{}
+	for _, ga := range f.Allowlists {
+		a, err := newAllowlist(ga)
+		if err != nil {
+			return nil, fmt.Errorf("load gitleaks rules: global allowlist: %w", err)
+		}
+		if len(ga.TargetRules) == 0 {
+			global = append(global, a)
+		}
+		for _, id := range ga.TargetRules {
+			targeted[id] = append(targeted[id], a)
+		}
 	}
 	var out []*rule
-	for _, id := range cfg.OrderedRules {
-		gr := cfg.Rules[id]
+	for _, gr := range f.Rules {
 		// Rules that match file paths, or serve only as parts of composite rules, say
 		// nothing about a message's text.
-		if gr.Regex == nil || gr.Path != nil || gr.SkipReport || len(gr.RequiredRules) > 0 {
+		if gr.Regex == "" || gr.Path != "" || gr.SkipReport || len(gr.Required) > 0 {
 			continue
 		}
+		if gr.AllowList != nil {
+			gr.Allowlists = append(gr.Allowlists, *gr.AllowList)
+		}
 		// Compiled on first use (rule.regexp); TestRulesCompile compiles every pattern.
-		pattern := strings.ReplaceAll(gr.Regex.String(), gitleaksEnd, chatEnd)
-		r := &rule{id: id, pattern: pattern, grp: gr.SecretGroup, entropy: gr.Entropy,
-			allow: append(append([]*gitleaks.Allowlist(nil), gr.Allowlists...), cfg.Allowlists...)}
+		pattern := strings.ReplaceAll(gr.Regex, gitleaksEnd, chatEnd)
+		r := &rule{id: gr.ID, pattern: pattern, grp: gr.SecretGroup, entropy: gr.Entropy}
+		for _, ga := range gr.Allowlists {
+			a, err := newAllowlist(ga)
+			if err != nil {
+				return nil, fmt.Errorf("load gitleaks rules: %s: %w", gr.ID, err)
+			}
+			r.allow = append(r.allow, a)
+		}
+		r.allow = append(append(r.allow, targeted[gr.ID]...), global...)
 		for _, k := range gr.Keywords {
 			r.keywords = append(r.keywords, strings.ToLower(k))
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// newAllowlist checks one of gitleaks's allowlists as its loader does.
+func newAllowlist(ga gitleaksAllowlist) (*allowlist, error) {
+	a := &allowlist{onFiles: len(ga.Commits) > 0 || len(ga.Paths) > 0, patterns: ga.Regexes}
+	switch strings.ToUpper(ga.Condition) {
+	case "AND", "&&":
+		a.and = true
+	case "", "OR", "||":
+	default:
+		return nil, fmt.Errorf("unknown allowlist condition %q", ga.Condition)
+	}
+	switch ga.RegexTarget {
+	case "", "secret":
+	case "match", "line":
+		a.target = ga.RegexTarget
+	default:
+		return nil, fmt.Errorf("unknown allowlist regexTarget %q", ga.RegexTarget)
+	}
+	if !a.onFiles && len(ga.Regexes) == 0 && len(ga.StopWords) == 0 {
+		return nil, fmt.Errorf("empty allowlist")
+	}
+	for _, w := range ga.StopWords {
+		if w = strings.ToLower(w); !slices.Contains(a.stopwords, w) {
+			a.stopwords = append(a.stopwords, w)
+		}
+	}
+	return a, nil
+}
+
+// regexp returns the allowlist's patterns as one expression, compiled on first use, as
+// gitleaks joins them.
+func (a *allowlist) regexp() *regexp.Regexp {
+	a.once.Do(func() { a.re = regexp.MustCompile("(?:" + strings.Join(a.patterns, "|") + ")") })
+	return a.re
+}
+
+// regexAllowed reports whether one of the patterns matches s.
+func (a *allowlist) regexAllowed(s string) bool {
+	return len(a.patterns) > 0 && s != "" && a.regexp().MatchString(s)
+}
+
+// stopped reports whether the secret holds one of the stop words.
+func (a *allowlist) stopped(secret string) bool {
+	if len(a.stopwords) == 0 || secret == "" {
+		return false
+	}
+	secret = strings.ToLower(secret)
+	for _, w := range a.stopwords {
+		if strings.Contains(secret, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // regexp returns the rule's expression, compiled on first use. Go's regexp is linear in the
@@ -197,22 +338,21 @@ func (r *rule) reach() int {
 // way gitleaks decides it for a file without a path or commit.
 func (r *rule) allowed(text, secret string, start, end int) bool {
 	for _, a := range r.allow {
-		if a.MatchCondition == gitleaks.AllowlistMatchAnd && (len(a.Commits) > 0 || len(a.Paths) > 0) {
+		if a.and && a.onFiles {
 			// A condition on commits or paths never holds for a message.
 			continue
 		}
 		target := secret
-		switch a.RegexTarget {
+		switch a.target {
 		case "match":
 			target = text[start:end]
 		case "line":
 			target = lineAround(text, start, end)
 		}
-		re := len(a.Regexes) > 0 && a.RegexAllowed(target)
-		stop, _ := a.ContainsStopWord(secret)
-		stop = len(a.StopWords) > 0 && stop
-		if a.MatchCondition == gitleaks.AllowlistMatchAnd {
-			if (len(a.Regexes) == 0 || re) && (len(a.StopWords) == 0 || stop) && (len(a.Regexes) > 0 || len(a.StopWords) > 0) {
+		re := a.regexAllowed(target)
+		stop := a.stopped(secret)
+		if a.and {
+			if (len(a.patterns) == 0 || re) && (len(a.stopwords) == 0 || stop) && (len(a.patterns) > 0 || len(a.stopwords) > 0) {
 				return true
 			}
 			continue

@@ -55,13 +55,19 @@ type replica struct {
 // newReplica starts a bot named id on db. It must live in a synctest bubble.
 func newReplica(t *testing.T, id string, db *store.DB, clk *clock, m *model, tools ...agent.Tool) *replica {
 	t.Helper()
+	return newReplicaWith(t, bot.Config{}, id, db, clk, m, tools...)
+}
+
+// newReplicaWith is newReplica with cfg, whose ReplicaID and EditInterval it sets.
+func newReplicaWith(t *testing.T, cfg bot.Config, id string, db *store.DB, clk *clock, m *model, tools ...agent.Tool) *replica {
+	t.Helper()
 	ag, err := agent.New(agent.Config{MaxSteps: 50, NoProgressSteps: noProgressOff}, m.client, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &replica{id: id, store: &storetest.Cut{Replicated: db}, plat: &recorder{}, log: &logBuffer{}}
 	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := bot.Config{ReplicaID: id, EditInterval: agent.Duration(time.Second)}
+	cfg.ReplicaID, cfg.EditInterval = id, agent.Duration(time.Second)
 	r.bot, err = bot.New(cfg, r.store, ag, []bot.Platform{r.plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)

@@ -264,9 +264,18 @@ func logRunStop(log *slog.Logger, id string, st *agent.State) {
 }
 
 // checkpoint is the loop's hook: it saves the run's state and the outbox items its
-// transition calls for, in one transaction, and wakes the dispatcher to send them.
+// transition calls for, in one transaction, and wakes the dispatcher to send them. A store
+// that can encodes the state here first, in the run's goroutine, so that the transaction,
+// which may wait for and hold the store's one writer, has less to do.
 func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
-	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st) }); err != nil {
+	var enc EncodedState
+	if e, ok := s.store.(StateEncoder); ok {
+		var err error
+		if enc, err = e.EncodeState(st); err != nil {
+			return fmt.Errorf("save run: %w", err)
+		}
+	}
+	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st, enc) }); err != nil {
 		return fmt.Errorf("save run: %w", err)
 	}
 	s.sent()

@@ -106,6 +106,11 @@ type Tx interface {
 	Inbox() ([]*InboxEntry, error)
 	DeleteInbox(id string) error
 
+	// RunLease is Leaser.Lease inside the transaction: the run's lease as stored, which a
+	// replica reads to tell whether the one that asked a question still works on its run
+	// (ask.go). It wraps ErrNotFound for a run never claimed, and locks nothing.
+	RunLease(runID string) (Lease, error)
+
 	// PutOutbox stores an item under its Key, replacing an older item with the same key:
 	// that is how status card edits coalesce.
 	PutOutbox(item OutboxItem) error
@@ -153,6 +158,29 @@ type RunRecord struct {
 	Playbook  string    `json:"playbook,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// Encoded, when set, is State as a StateEncoder encoded it before the transaction that
+	// puts the run: a store that made it writes those bytes instead of encoding State again
+	// while it holds its write lock. It is never stored, and a store ignores one that is not
+	// its own or not of this State.
+	Encoded EncodedState `json:"-"`
+}
+
+// StateEncoder is a Store that can encode a run's state ahead of the transaction that
+// stores it. A store with one writer (bbolt) runs the transactions of every run one after
+// another; a run's goroutine that encodes its own state first leaves the writer nothing to
+// do for it but compare and copy bytes.
+type StateEncoder interface {
+	// EncodeState encodes st for a PutRun of a record whose State is st. st must not change
+	// until that PutRun: the store checks only the cheap signs of a change (the step, the
+	// status, the lengths of the lists, the update time) and encodes afresh when one differs.
+	EncodeState(st *agent.State) (EncodedState, error)
+}
+
+// EncodedState is a state encoded by a StateEncoder.
+type EncodedState interface {
+	// Of is the state that was encoded.
+	Of() *agent.State
 }
 
 // Conversation is a thread as the bot knows it: its runs in order, the active one, and the
@@ -339,4 +367,6 @@ type OutboxItem struct {
 	Actions   []string  `json:"actions,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Attempts  int       `json:"attempts,omitempty"`
+	// Sending is written before a new post is made (outbox_intent.go).
+	Sending *Sending `json:"sending,omitempty"`
 }

@@ -32,6 +32,8 @@
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)
 //	memory          channel key + NUL + fact ID -> bot.MemoryFact (a channel's memory)
 //	inbox           event ID -> bot.InboxEntry (accepted and not yet handled, bot/inbox.go)
+//	holds           pace key -> bot.Hold (a channel held by a platform's Retry-After,
+//	                kept across restarts; holds.go)
 //
 // A run's agent state grows with every step, to tens of kilobytes, and encoding/json reads
 // all of a value even to decode one field of it. So what is decided on without the state

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,11 +90,16 @@ func putLease(t *tx, b *bolt.Bucket, l bot.Lease) error {
 }
 
 // fence checks inside t that held is the run's current lease, and returns its bucket.
-func (t *tx) fence(held bot.Lease) (*bolt.Bucket, error) {
+// heldData, when not nil, is held as putLease encodes it: a stored lease of the same bytes
+// is the same lease, which saves decoding it while the write lock is held.
+func (t *tx) fence(held bot.Lease, heldData []byte) (*bolt.Bucket, error) {
 	if t.closed {
 		return nil, ErrTxClosed
 	}
 	b := t.btx.Bucket(bucketRunLeases)
+	if b != nil && heldData != nil && bytes.Equal(b.Get([]byte(held.RunID)), heldData) {
+		return b, bot.CheckLease(held, held)
+	}
 	stored, err := getLease(b, held.RunID)
 	if errors.Is(err, bot.ErrNotFound) {
 		return nil, &bot.FencedError{Held: held, Current: bot.Lease{RunID: held.RunID}}
@@ -111,7 +117,7 @@ func (db *DB) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl ti
 	renewed := l
 	renewed.Expires = now.Add(ttl)
 	err := db.update(ctx, func(t *tx) error {
-		b, err := t.fence(l)
+		b, err := t.fence(l, nil)
 		if err != nil {
 			return err
 		}
@@ -125,7 +131,7 @@ func (db *DB) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl ti
 
 func (db *DB) ReleaseLease(ctx context.Context, l bot.Lease) error {
 	err := db.update(ctx, func(t *tx) error {
-		b, err := t.fence(l)
+		b, err := t.fence(l, nil)
 		if err != nil {
 			return err
 		}
@@ -147,12 +153,24 @@ func (db *DB) Lease(ctx context.Context, runID string) (bot.Lease, error) {
 	return l, err
 }
 
+func (t *tx) RunLease(runID string) (bot.Lease, error) {
+	if t.closed {
+		return bot.Lease{RunID: runID}, ErrTxClosed
+	}
+	return getLease(t.btx.Bucket(bucketRunLeases), runID)
+}
+
 // UpdateFenced runs fn as Update does, after checking in the same transaction that l is
 // the run's current lease.
 func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
 	defer db.quarantine()
+	// Encoded here, in the caller's goroutine, for fence to compare with the stored lease.
+	held, err := json.Marshal(&l)
+	if err != nil {
+		return fmt.Errorf("update fenced: %w", err)
+	}
 	return db.update(ctx, func(t *tx) error {
-		if _, err := t.fence(l); err != nil {
+		if _, err := t.fence(l, held); err != nil {
 			return err
 		}
 		return fn(t)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -74,8 +75,10 @@ func (t *tx) undecodable(bucket, key, value []byte, err error) {
 // logged, and the record may hold anything a thread said. (A time that does not parse,
 // say, is quoted whole by its error.)
 func decodeReason(err error) string {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	// unmarshal's errors are jsonv1's types, which are encoding/json's only under
+	// GOEXPERIMENT=jsonv2.
+	var syntax *jsonv1.SyntaxError
+	var typ *jsonv1.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
 		return fmt.Sprintf("not JSON: broken at byte %d", syntax.Offset)

@@ -55,14 +55,10 @@ func splitState(st *agent.State) *agent.State {
 	return &rest
 }
 
-// putItems stores list as the run's items of kind, writing only the elements whose
-// encoding differs from the stored one, and deleting stored elements past its end.
-func putItems[T any](items *bolt.Bucket, runKey []byte, kind byte, list []T) error {
-	for i := range list {
-		data, err := json.Marshal(&list[i])
-		if err != nil {
-			return fmt.Errorf("item %c%d: %w", kind, i, err)
-		}
+// putItems stores list, the encoded run's items of kind, writing only the elements that
+// differ from the stored ones, and deleting stored elements past its end.
+func putItems(items *bolt.Bucket, runKey []byte, kind byte, list [][]byte) error {
+	for i, data := range list {
 		k := itemKey(runKey, kind, i)
 		if bytes.Equal(items.Get(k), data) {
 			continue
@@ -97,7 +93,7 @@ func loadItems[T any](items *bolt.Bucket, runKey []byte, kind byte, what string)
 			return nil, fmt.Errorf("%s: item key %x out of sequence at element %d", what, k, len(out))
 		}
 		var e T
-		if err := json.Unmarshal(v, &e); err != nil {
+		if err := unmarshal(v, &e); err != nil {
 			return nil, fmt.Errorf("decode %s item %c%d: %w", what, kind, len(out), err)
 		}
 		out = append(out, e)
@@ -105,12 +101,12 @@ func loadItems[T any](items *bolt.Bucket, runKey []byte, kind byte, what string)
 	return out, nil
 }
 
-// putRunItems stores the messages and calls of r's state under the run's key.
-func putRunItems(items *bolt.Bucket, runKey []byte, st *agent.State) error {
-	var msgs []agent.Message
-	var calls []agent.CallRecord
-	if st != nil {
-		msgs, calls = st.Messages, st.Calls
+// putRunItems stores the messages and calls of an encoded state under the run's key; a
+// nil state has none.
+func putRunItems(items *bolt.Bucket, runKey []byte, enc *encodedState) error {
+	var msgs, calls [][]byte
+	if enc != nil {
+		msgs, calls = enc.msgs, enc.calls
 	}
 	if err := putItems(items, runKey, itemMessage, msgs); err != nil {
 		return err
@@ -150,7 +146,7 @@ func splitRuns(btx *bolt.Tx) error {
 	runs, items := btx.Bucket(bucketRuns), btx.Bucket(bucketRunItems)
 	type move struct {
 		key, data []byte
-		st        *agent.State
+		enc       *encodedState
 	}
 	var moves []move
 	err := runs.ForEach(func(key, data []byte) error {
@@ -161,13 +157,16 @@ func splitRuns(btx *bolt.Tx) error {
 		if r.State == nil {
 			return nil
 		}
-		full := r.State
-		r.State = splitState(full)
-		rest, err := json.Marshal(r)
+		enc, err := encodeState(r.State)
 		if err != nil {
 			return fmt.Errorf("run %s: %w", r.ID, err)
 		}
-		moves = append(moves, move{key: bytes.Clone(key), data: rest, st: full})
+		r.State = nil
+		rest, err := json.Marshal(&runWire{RunRecord: r, State: enc.rest})
+		if err != nil {
+			return fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		moves = append(moves, move{key: bytes.Clone(key), data: rest, enc: enc})
 		return nil
 	})
 	if err != nil {
@@ -178,7 +177,7 @@ func splitRuns(btx *bolt.Tx) error {
 		if err := runs.Put(m.key, m.data); err != nil {
 			return fmt.Errorf("run %x: %w", m.key, err)
 		}
-		if err := putRunItems(items, m.key, m.st); err != nil {
+		if err := putRunItems(items, m.key, m.enc); err != nil {
 			return fmt.Errorf("run %x: %w", m.key, err)
 		}
 	}

@@ -217,12 +217,18 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		return fmt.Errorf("put run %s: status %q contains a NUL byte", rec.ID, rec.Status)
 	}
 	// The state's messages and calls are stored as run items (runitems.go), each written
-	// only when it is new or changed.
-	full := rec.State
-	if full != nil {
-		rec.State = splitState(full)
+	// only when it is new or changed. The caller's goroutine has usually encoded them
+	// already (encoded.go).
+	enc, err := encodingOf(r)
+	if err != nil {
+		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	data, err := json.Marshal(&rec)
+	rec.State, rec.Encoded = nil, nil
+	wire := runWire{RunRecord: &rec, State: json.RawMessage("null")}
+	if enc != nil {
+		wire.State = enc.rest
+	}
+	data, err := json.Marshal(&wire)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
@@ -239,7 +245,7 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	if err := putRunItems(items, key, full); err != nil {
+	if err := putRunItems(items, key, enc); err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
 	return nil
@@ -327,15 +333,16 @@ func (t *tx) putRun(id string, status agent.Status, data, headData []byte) ([]by
 		if old == nil {
 			return nil, errors.New("the stored run has no head")
 		}
+		if byStatus.Get(statusKey(status, key)) != nil {
+			// Its index entry is already in place, as it is at every step but the few
+			// that change the status: no need to decode the old head to learn its status.
+			return key, errors.Join(runs.Put(key, data), heads.Put(key, headData))
+		}
 		h, err := decode[struct {
 			Status agent.Status `json:"status"`
 		}](old, "run head "+id)
 		if err != nil {
 			return nil, err
-		}
-		if h.Status == status {
-			// Its index entry is already in place.
-			return key, errors.Join(runs.Put(key, data), heads.Put(key, headData))
 		}
 		if err := byStatus.Delete(statusKey(h.Status, key)); err != nil {
 			return nil, err
@@ -602,21 +609,6 @@ func (t *tx) Audit(runID string) ([]bot.AuditEntry, error) {
 
 func (t *tx) PutOutbox(item bot.OutboxItem) error {
 	return put(t, bucketOutbox, item.Key, "outbox item", &item)
-}
-
-// Outbox lists the items oldest first, so that a thread's messages go out in the order they
-// were asked for. The outbox only holds what is not yet sent, so sorting it is cheap.
-func (t *tx) Outbox() ([]bot.OutboxItem, error) {
-	items, err := scan(t, bucketOutbox, "outbox item", func(*bot.OutboxItem) bool { return true })
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(items, func(a, b *bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	out := make([]bot.OutboxItem, len(items))
-	for i, it := range items {
-		out[i] = *it
-	}
-	return out, nil
 }
 
 // DeleteOutbox removes the item with key. A missing key is not an error: the item was sent

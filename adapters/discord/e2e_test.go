@@ -512,7 +512,14 @@ func TestE2ECardEditRateLimited(t *testing.T) {
 	}
 	// The bot's pacing key is the parent channel: after the 429, nothing went to the thread
 	// until retry_after had passed (a lower bound: time only moves forward).
-	limited := slices.IndexFunc(reqs, func(r discordfake.Request) bool { return r.Method == "PATCH" && r.Path == route })
+	// The limited edit is the one answered 429: an edit queued earlier may have reached the
+	// card before the failure was set up.
+	limited := slices.IndexFunc(reqs, func(r discordfake.Request) bool {
+		return r.Method == "PATCH" && r.Path == route && r.Status == 429
+	})
+	if limited < 0 {
+		t.Fatalf("no card edit was answered 429:\n%s", discordfake.Describe(reqs))
+	}
 	for _, r := range reqs[limited+1:] {
 		if strings.HasPrefix(r.Path, "/api/v9/channels/"+thread+"/") {
 			if gap := r.At.Sub(reqs[limited].At); gap < retryAfter {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"slices"
@@ -37,7 +36,7 @@ type Adapter struct {
 	cfg   Config
 	now   func() time.Time
 	log   *slog.Logger
-	index *template.Template
+	index *indexPage
 	// epoch tells this process's event and message IDs from a previous one's, so that a
 	// browser reconnecting after a restart gets a full snapshot.
 	epoch  string
@@ -195,7 +194,11 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
 	}
-	index, err := template.ParseFS(static, "static/index.html")
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		return nil, fmt.Errorf("new web console: %w", err)
+	}
+	index, err := parseIndexPage(string(page))
 	if err != nil {
 		return nil, fmt.Errorf("new web console: parse index page: %w", err)
 	}

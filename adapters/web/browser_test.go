@@ -263,7 +263,25 @@ func browser(t *testing.T) context.Context {
 // textIn waits until the element sel contains text.
 func textIn(sel, text string) chromedp.Action[chromedp.Void] {
 	js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent.includes(%q))`, sel, text)
-	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))
+	poll := chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		// The poll runs in the page's JavaScript context. When a navigation replaces that
+		// context while the poll waits (the login's redirect landing late on a loaded
+		// machine), Chrome answers that the context is gone: poll again in the new one.
+		for tries := 1; ; tries++ {
+			v, err := poll(ctx, t)
+			if err == nil || !isContextGone(err) || ctx.Err() != nil || tries == 20 {
+				return v, err
+			}
+		}
+	}
+}
+
+// isContextGone tells Chrome's errors for a JavaScript context that a navigation replaced.
+func isContextGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed")
 }
 
 // text returns the text of the first element sel matches.

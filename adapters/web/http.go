@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -174,15 +173,10 @@ func (a *Adapter) guard(next http.Handler) http.Handler {
 }
 
 func (a *Adapter) serveIndex(w http.ResponseWriter, r *http.Request) {
-	var b bytes.Buffer
-	if err := a.index.Execute(&b, struct{ Banner, Warning string }{a.cfg.Banner, a.warning}); err != nil {
-		a.log.Error("web console: render index page", "err", err)
-		writeError(w, http.StatusInternalServerError, "could not render the page")
-		return
-	}
+	page := a.index.render(map[string]string{"Banner": a.cfg.Banner, "Warning": a.warning})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Write(b.Bytes())
+	io.WriteString(w, page)
 }
 
 func serveStatic(name, contentType string) http.HandlerFunc {

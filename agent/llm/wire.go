@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -67,7 +68,7 @@ func (a *arguments) UnmarshalJSON(b []byte) error {
 		*a = ""
 	case b[0] == '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := jsonv1.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("tool call arguments: %w", err)
 		}
 		*a = arguments(s)

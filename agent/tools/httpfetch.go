@@ -13,12 +13,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 var _ agent.Tool = (*HTTPFetch)(nil)
@@ -201,6 +201,10 @@ func (t *HTTPFetch) Call(ctx context.Context, inv agent.Invocation) (string, err
 	for k, v := range args.Headers {
 		req.Header.Set(k, v)
 	}
+	// A key the model set (a service's own format) is kept: one request carries one.
+	if key := idempotencyKey(inv); key != "" && sendsIdempotencyKey(method) && req.Header.Get(headerIdempotencyKey) == "" {
+		req.Header.Set(headerIdempotencyKey, sfString(key))
+	}
 	ua := t.cfg.UserAgent
 	if ua == "" {
 		ua = "loopbot-http-fetch/1"
@@ -288,7 +292,7 @@ const untrustedTag = "untrusted_external_content"
 
 // tagLike matches anything a reader might take for the start of our delimiter, however it
 // is spelled: case, spaces and a slash do not matter.
-var tagLike = regexp.MustCompile(`(?i)<\s*/?\s*untrusted_external_content`)
+var tagLike = lazyre.New(`(?i)<\s*/?\s*untrusted_external_content`)
 
 // wrapUntrusted delimits fetched content so the model can tell it from instructions. Any
 // spelling of the delimiter inside the content has its '<' escaped, so the content cannot

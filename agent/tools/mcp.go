@@ -454,7 +454,11 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 		return "", fmt.Errorf("MCP server %s is down (%v); its tools are unavailable until it restarts", t.srv.cfg.Name, down)
 	}
 	call, done := t.srv.begin(ctx, inv, t.remote)
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args})
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args}
+	if key := idempotencyKey(inv); key != "" {
+		params.Meta = mcp.Meta{metaIdempotencyKey: key}
+	}
+	res, err := session.CallTool(ctx, params)
 	done()
 	// What the server's sampling spent counts against the run's budget, however the call
 	// ended.

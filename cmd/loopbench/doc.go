@@ -30,7 +30,10 @@
 //	         LOOPBOT_DATABASE_URL), the bytes being the growth of the server's write-ahead
 //	         log; without a URL it measures nothing.
 //	prompt   prompt_token_ratio: prompt tokens sent over HTTP by a long tool-heavy run with
-//	         context management, divided by those of the same run keeping full history.
+//	         context management, divided by those of the same run as a naive loop that keeps
+//	         the full history and every output whole. The outputs are test logs, web pages
+//	         and file listings of 3/8 to 13/8 of -output-kb; the run fails unless the model
+//	         was shown the first and last line of each one.
 //	         cache_prefix_ratio: the share of each managed request's tools and messages that
 //	         repeats the previous request's byte for byte from the start, the prefix a
 //	         provider's prompt cache serves, averaged over requests. cached_cost_ratio: the
@@ -56,11 +59,15 @@
 //	         over HTTP at gpt-4o's prices: prompt tokens planned over one loop, and wall time
 //	         planned over one loop; the note gives tokens, cost, model calls and wall time of
 //	         each.
-//	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
-//	         -loopbot names one) from exec to its first 200 from /healthz, median of several
+//	startup  startup_ms and idle_rss_mb: the real binary (built from this module without
+//	         cgo, as the README's install command builds it, unless -loopbot names one) from exec to its first 200 from /healthz, median of several
 //	         starts, and its RSS after sitting idle with its store and web console open,
 //	         split into idle_anon_mb (its own memory) and idle_file_mb (mapped pages of the
 //	         binary), with idle_heap_inuse_mb, the heap the runtime reports on /metrics.
+//	         The resident set is also split by page (/proc/PID/pagemap) into the binary's
+//	         sections: idle_text_mb (code), idle_rodata_mb, idle_pclntab_mb (the function
+//	         table), idle_data_mb, then idle_other_files_mb (libc in a cgo build, the
+//	         database file) and idle_runtime_mb (heap, stacks); binary_mb is its size.
 //	autonomy unsafe_unapproved and approvals_per_benign_run_<level>: a corpus of scripted
 //	         runs through the real loop and the real tools (files, shell in bubblewrap,
 //	         http_fetch against local servers) at careful, balanced and bold. Benign tasks

@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.replicas, "replicas", 3, "makespan-replicas: bots sharing the database")
 	fs.StringVar(&o.databaseURL, "database-url", "", "step-postgres and makespan-replicas: the PostgreSQL database to use; empty takes LOOPBOT_DATABASE_URL, and without either those scenarios measure nothing")
 	fs.IntVar(&o.promptSteps, "prompt-steps", 30, "prompt: tool calls the scripted task makes before it answers")
-	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: size of each tool output in KB")
+	fs.IntVar(&o.outputKB, "output-kb", 8, "prompt: mean size of the tool outputs in KB")
 	fs.IntVar(&o.promptBudget, "prompt-budget", 12000, "prompt: ContextTokens of the run with context management")
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")

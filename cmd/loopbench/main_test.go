@@ -168,7 +168,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 // TestScenariosRunSmall runs every scenario at a small size: each must complete its runs
 // and report the keys it promises. It checks no speed, only that the measurement works.
 func TestScenariosRunSmall(t *testing.T) {
-	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-chat-steps=3", "-chat-latency=1ms",
+	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-prompt-budget=32000", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
 	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
@@ -179,7 +179,8 @@ func TestScenariosRunSmall(t *testing.T) {
 	if b := got["checkpoint_bytes_per_step"]; b < 4096 {
 		t.Errorf("checkpoint_bytes_per_step = %v, want at least a page", b)
 	}
-	// Four 1 KB outputs fit any budget, so context management changes nothing here.
+	// Four outputs of at most 1.6 KB fit the budget and its 4000-byte output cap, so context
+	// management changes nothing here.
 	if r := got["prompt_token_ratio"]; r != 1 {
 		t.Errorf("prompt_token_ratio = %v, want 1 for a task that fits the budget", r)
 	}
@@ -208,19 +209,27 @@ func TestScenariosRunSmall(t *testing.T) {
 
 // TestStartupRunsBinary builds and starts the real loopbot binary twice and checks that the
 // startup scenario reports its figures: the resident set, its split into the process's own
-// memory and mapped file pages, and the heap as the runtime counts it.
+// memory and mapped file pages and into the binary's sections, and the heap as the runtime
+// counts it.
 func TestStartupRunsBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the loopbot binary")
 	}
 	got := figuresOf(t, "-scenarios=startup", "-startup-runs=2", "-idle=100ms")
-	if len(got) != 5 || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 {
-		t.Errorf("figures = %v, want positive startup_ms and idle_rss_mb", got)
+	if len(got) != 6+len(residentParts) || got["startup_ms"] <= 0 || got["idle_rss_mb"] <= 0 || got["binary_mb"] <= 0 {
+		t.Errorf("figures = %v, want positive startup_ms, idle_rss_mb and binary_mb and the parts", got)
 	}
-	for _, k := range []string{"idle_anon_mb", "idle_file_mb", "idle_heap_inuse_mb"} {
+	for _, k := range []string{"idle_anon_mb", "idle_file_mb", "idle_heap_inuse_mb", "idle_text_mb", "idle_pclntab_mb"} {
 		if got[k] <= 0 || got[k] > got["idle_rss_mb"] {
 			t.Errorf("%s = %v, want a positive part of idle_rss_mb %v", k, got[k], got["idle_rss_mb"])
 		}
+	}
+	var sum float64
+	for _, p := range residentParts {
+		sum += got["idle_"+p+"_mb"]
+	}
+	if rss := got["idle_rss_mb"]; sum < rss*0.9 || sum > rss*1.1 {
+		t.Errorf("the parts add up to %v MB, want about idle_rss_mb %v", sum, rss)
 	}
 }
 

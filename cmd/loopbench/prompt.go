@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,9 +24,13 @@ const (
 )
 
 // promptTokenRatio runs one tool-heavy scripted task twice through the real model client,
-// once with context management and once keeping the full history, and compares the prompt
-// tokens the server received. Tokens are counted on the wire (characters/4 of what each
-// request carried), so the figure is what an endpoint would bill.
+// once with context management (the defaults at a ContextTokens of -prompt-budget: outputs
+// capped as they come back, older ones cut in blocks) and once as a naive loop that sends
+// the whole history and every output in full, and compares the prompt tokens the server
+// received. Tokens are counted on the wire (characters/4 of what each request carried), so
+// the figure is what an endpoint would bill. The task's outputs are realistic in size and
+// shape (prompt_outputs.go), and the managed run must show the model the first and the last
+// line of each output when it comes back.
 //
 // The same requests give the figures of prompt caching: how much of each managed prompt
 // repeats the previous one's from its first byte, and what the managed run costs with
@@ -37,7 +40,7 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("with context management: %w", err)
 	}
-	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000, NoProgressSteps: noProgressOff})
+	full, err := promptRequests(ctx, o, agent.Config{ContextTokens: 1 << 30, KeepRecent: 1000, OutputCap: -1, NoProgressSteps: noProgressOff})
 	if err != nil {
 		return nil, fmt.Errorf("with full history: %w", err)
 	}
@@ -48,8 +51,8 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 		Key:   "prompt_token_ratio",
 		Value: float64(managedTokens) / float64(fullTokens),
 		Unit:  "ratio",
-		Note: fmt.Sprintf("%d tool calls of %d KB each, then an answer, over HTTP: %d prompt tokens with ContextTokens %d, %d with full history",
-			o.promptSteps, o.outputKB, managedTokens, o.promptBudget, fullTokens),
+		Note: fmt.Sprintf("%d tool calls of %d KB on average (test logs, pages, listings), then an answer, over HTTP: %d prompt tokens with ContextTokens %d (outputs capped at %d bytes), %d with full history",
+			o.promptSteps, o.outputKB, managedTokens, o.promptBudget, agent.Config{ContextTokens: o.promptBudget}.Defaults().OutputCap, fullTokens),
 	}, {
 		Key:   "cache_prefix_ratio",
 		Value: prefix,
@@ -90,7 +93,7 @@ func promptRequests(ctx context.Context, o options, cfg agent.Config) ([]llmtest
 	if err != nil {
 		return nil, fmt.Errorf("model client: %w", err)
 	}
-	tool := instantTool{name: "fetch", output: strings.Repeat("0123456789abcdef\n", o.outputKB*1024/17+1)[:o.outputKB*1024]}
+	tool := outputsTool{name: "fetch", meanKB: o.outputKB}
 	cfg.MaxSteps = 2*o.promptSteps + 10
 	ag, err := agent.New(cfg, client, []agent.Tool{tool})
 	if err != nil {
@@ -112,7 +115,11 @@ func promptRequests(ctx context.Context, o options, cfg agent.Config) ([]llmtest
 	if calls != o.promptSteps {
 		return nil, fmt.Errorf("run made %d successful calls, want %d", calls, o.promptSteps)
 	}
-	return srv.Requests(), nil
+	reqs := srv.Requests()
+	if err := checkSeen(reqs, o.promptSteps, o.outputKB); err != nil {
+		return nil, err
+	}
+	return reqs, nil
 }
 
 // wireTokens is the prompt tokens of the requests, characters/4 of what each carried.

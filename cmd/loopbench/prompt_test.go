@@ -46,3 +46,43 @@ func TestPrefixAndCachedCost(t *testing.T) {
 		t.Errorf("prefixShare of unrelated requests = %.4f, want 0", got)
 	}
 }
+
+// TestScenarioOutputs checks the prompt scenario's outputs: their sizes average -output-kb,
+// each has a first and last line of its own, and checkSeen refuses a request that showed an
+// output's start only, as a cut that keeps the head would.
+func TestScenarioOutputs(t *testing.T) {
+	const meanKB = 8
+	total := 0
+	seen := map[string]bool{}
+	for n := 1; n <= len(outputSizes); n++ {
+		out, first, last := scenarioOutput(n, meanKB)
+		total += len(out)
+		if !strings.HasPrefix(out, first+"\n") || !strings.HasSuffix(out, "\n"+last) {
+			t.Errorf("output %d does not start with %q and end with %q", n, first, last)
+		}
+		if seen[first] || seen[last] {
+			t.Errorf("output %d shares its first or last line with another", n)
+		}
+		seen[first], seen[last] = true, true
+	}
+	if mean := total / len(outputSizes); mean < meanKB*1024*95/100 || mean > meanKB*1024 {
+		t.Errorf("mean output size %d bytes, want about %d", mean, meanKB*1024)
+	}
+
+	request := func(result string) llmtest.Request {
+		return llmtest.Request{Messages: []llmtest.Message{{Role: "system", Content: "s"}, {Role: "tool", Content: result}}}
+	}
+	out, first, last := scenarioOutput(1, meanKB)
+	whole := []llmtest.Request{request(""), request(out)}
+	if err := checkSeen(whole, 1, meanKB); err != nil {
+		t.Errorf("the whole output: %v", err)
+	}
+	headTail := []llmtest.Request{request(""), request(first + "\n[... cut ...]\n" + last)}
+	if err := checkSeen(headTail, 1, meanKB); err != nil {
+		t.Errorf("head and tail: %v", err)
+	}
+	headOnly := []llmtest.Request{request(""), request(out[:len(out)/2])}
+	if err := checkSeen(headOnly, 1, meanKB); err == nil {
+		t.Error("checkSeen accepted a request that showed the output's start only")
+	}
+}

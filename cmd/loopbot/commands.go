@@ -64,6 +64,7 @@ func (m *Main) check(ctx context.Context) error {
 	fmt.Fprintln(tw, "  NAME\tRISK\tSOURCE\tDESCRIPTION")
 	fmt.Fprintln(tw, "  update_plan\tsafe\tloop\tkeep the checklist shown as progress")
 	fmt.Fprintln(tw, "  ask_user\tsafe\tloop\task the person a question and wait")
+	fmt.Fprintln(tw, "  read_output\tsafe\tloop\tread the part of an earlier tool result that was cut")
 	floors := map[string]string{}
 	if !cfg.modelConfigured() {
 		for tool, r := range demoAgentConfig(agent.Config{}).RiskFloor {

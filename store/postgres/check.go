@@ -22,7 +22,7 @@ func (db *DB) Check(ctx context.Context) error {
 	problems = nil
 	err = db.do(ctx, false, func(t *tx) error {
 		problems = problems[:0]
-		rows, err := t.ptx.Query(t.ctx, "SELECT id, status, head, data FROM runs ORDER BY seq")
+		rows, err := t.query("SELECT id, status, head, data FROM runs ORDER BY seq")
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (db *DB) Check(ctx context.Context) error {
 			return err
 		}
 		// Every item belongs to a run, and each run's lists run from 0 without a gap.
-		rows, err = t.ptx.Query(t.ctx, `SELECT i.run_id, i.kind::text, count(*), max(i.idx), bool_and(r.id IS NOT NULL)
+		rows, err = t.query(`SELECT i.run_id, i.kind::text, count(*), max(i.idx), bool_and(r.id IS NOT NULL)
 			FROM run_items i LEFT JOIN runs r ON r.id = i.run_id GROUP BY i.run_id, i.kind ORDER BY 1, 2`)
 		if err != nil {
 			return err
@@ -80,7 +80,7 @@ func (db *DB) Check(ctx context.Context) error {
 			"SELECT 'audit ' || seq, data FROM audit",
 			"SELECT 'outbox ' || key, data FROM outbox",
 		} {
-			rows, err := t.ptx.Query(t.ctx, q)
+			rows, err := t.query(q)
 			if err != nil {
 				return err
 			}

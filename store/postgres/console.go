@@ -73,7 +73,7 @@ func (db *DB) ConsoleRows(ctx context.Context, after uint64, fn func(seq, pos ui
 	var out []row
 	err := db.do(ctx, false, func(t *tx) error {
 		out = out[:0]
-		rows, err := t.ptx.Query(t.ctx, "SELECT seq, pos, thread, key, data FROM console_rows WHERE seq > $1 ORDER BY seq", int64(after))
+		rows, err := t.query("SELECT seq, pos, thread, key, data FROM console_rows WHERE seq > $1 ORDER BY seq", int64(after))
 		if t.note(err) != nil {
 			return err
 		}
@@ -108,10 +108,11 @@ func (t *tx) putConsoleRow(thread, key string, data []byte) (uint64, error) {
 		return 0, err
 	}
 	var seq int64
-	if err := t.note(t.ptx.QueryRow(t.ctx, "UPDATE console_seq SET seq = seq + 1 RETURNING seq").Scan(&seq)); err != nil {
+	if err := t.note(t.queryRow("UPDATE console_seq SET seq = seq + 1 RETURNING seq").Scan(&seq)); err != nil {
 		return 0, err
 	}
-	_, err := t.exec(`INSERT INTO console_rows (thread, key, seq, pos, data) VALUES ($1, $2, $3, $3, $4)
+	// Nobody reads the insert's result: it goes with the commit (pipeline.go).
+	err := t.write(`INSERT INTO console_rows (thread, key, seq, pos, data) VALUES ($1, $2, $3, $3, $4)
 		ON CONFLICT (thread, key) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data`, thread, key, seq, data)
 	return uint64(seq), err
 }

@@ -13,7 +13,8 @@
 //	run_items   run_id, kind ('m' message, 'c' call), idx -> data (items.go)
 //	records     bucket + key -> data: conversations, actions, channel_autonomy, grants, a
 //	            "memory:<channel>" bucket per channel, inbox (event ID -> bot.InboxEntry,
-//	            inbox.go), and small record types to come
+//	            inbox.go), leaders (leader.go), holds (pace key -> bot.Hold, holds.go),
+//	            and small record types to come
 //	approvals   id, run_id, status, data
 //	audit       seq, at_ns, run_id, data
 //	outbox      key -> data

@@ -43,7 +43,7 @@ func (t *tx) ClaimEvent(id string, now time.Time, ttl time.Duration) (bool, erro
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}
 	var got string
-	err := t.ptx.QueryRow(t.ctx, `INSERT INTO events (id, expires_ns) VALUES ($1, $2)
+	err := t.queryRow(`INSERT INTO events (id, expires_ns) VALUES ($1, $2)
 		ON CONFLICT (id) DO UPDATE SET expires_ns = EXCLUDED.expires_ns WHERE events.expires_ns <= $3
 		RETURNING id`, id, expires.UnixNano(), now.UnixNano()).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -43,7 +43,7 @@ func (t *tx) DeleteGrant(id string) error {
 	if err := t.check(true); err != nil {
 		return fmt.Errorf("delete grant %s: %w", id, err)
 	}
-	if _, err := t.exec("DELETE FROM records WHERE bucket = $1 AND key = $2", bucketGrants, id); err != nil {
+	if err := t.write("DELETE FROM records WHERE bucket = $1 AND key = $2", bucketGrants, id); err != nil {
 		return fmt.Errorf("delete grant %s: %w", id, err)
 	}
 	return nil

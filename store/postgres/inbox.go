@@ -54,7 +54,7 @@ func (t *tx) DeleteInbox(id string) error {
 	if err := t.check(true); err != nil {
 		return fmt.Errorf("delete inbox entry %s: %w", id, err)
 	}
-	if _, err := t.exec("DELETE FROM records WHERE bucket = $1 AND key = $2", bucketInbox, id); err != nil {
+	if err := t.write("DELETE FROM records WHERE bucket = $1 AND key = $2", bucketInbox, id); err != nil {
 		return fmt.Errorf("delete inbox entry %s: %w", id, err)
 	}
 	return nil

@@ -44,10 +44,11 @@ type itemKey struct {
 }
 
 // putItems writes the state's messages and calls of run id that changed since they were
-// stored, and deletes those past the lists' ends. The run's row is locked by then (its
+// stored, and deletes those past the lists' ends, queued for the transaction's next round
+// trip (pipeline.go). The run's row is locked by then (its
 // upsert), so no other transaction writes the same run's items meanwhile.
 func (t *tx) putItems(id string, st *agent.State) error {
-	rows, err := t.ptx.Query(t.ctx, "SELECT kind, idx, sha256(data) FROM run_items WHERE run_id = $1", id)
+	rows, err := t.query("SELECT kind, idx, sha256(data) FROM run_items WHERE run_id = $1", id)
 	if t.note(err) != nil {
 		return err
 	}
@@ -67,7 +68,6 @@ func (t *tx) putItems(id string, st *agent.State) error {
 	if st != nil {
 		msgs, calls = st.Messages, st.Calls
 	}
-	batch := &pgx.Batch{}
 	queue := func(kind byte, i int, v any) error {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -76,7 +76,7 @@ func (t *tx) putItems(id string, st *agent.State) error {
 		if s := sha256.Sum256(data); bytes.Equal(stored[itemKey{kind, i}], s[:]) {
 			return nil
 		}
-		batch.Queue(`INSERT INTO run_items (run_id, kind, idx, data) VALUES ($1, $2, $3, $4)
+		t.queue(`INSERT INTO run_items (run_id, kind, idx, data) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (run_id, kind, idx) DO UPDATE SET data = EXCLUDED.data`, id, kind, i, data)
 		return nil
 	}
@@ -95,13 +95,10 @@ func (t *tx) putItems(id string, st *agent.State) error {
 		n    int
 	}{{itemMessage, len(msgs)}, {itemCall, len(calls)}} {
 		if _, ok := stored[itemKey{k.kind, k.n}]; ok {
-			batch.Queue("DELETE FROM run_items WHERE run_id = $1 AND kind = $2 AND idx >= $3", id, k.kind, k.n)
+			t.queue("DELETE FROM run_items WHERE run_id = $1 AND kind = $2 AND idx >= $3", id, k.kind, k.n)
 		}
 	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	return t.note(t.ptx.SendBatch(t.ctx, batch).Close())
+	return nil
 }
 
 // loadItems fills the states of runs (by ID) with their calls, and their messages when
@@ -121,7 +118,7 @@ func (t *tx) loadItems(runs map[string]*bot.RunRecord, withMessages bool) error 
 	if withMessages {
 		kinds = "'c', 'm'"
 	}
-	rows, err := t.ptx.Query(t.ctx, "SELECT run_id, kind, idx, data FROM run_items WHERE run_id = ANY($1) AND kind IN ("+kinds+") ORDER BY run_id, kind, idx", ids)
+	rows, err := t.query("SELECT run_id, kind, idx, data FROM run_items WHERE run_id = ANY($1) AND kind IN ("+kinds+") ORDER BY run_id, kind, idx", ids)
 	if t.note(err) != nil {
 		return err
 	}

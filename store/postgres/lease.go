@@ -38,7 +38,7 @@ func (db *DB) ClaimRuns(ctx context.Context, owner string, n int, now time.Time,
 	var out []bot.Lease
 	err := db.do(ctx, true, func(t *tx) error {
 		out = out[:0]
-		rows, err := t.ptx.Query(t.ctx, `
+		rows, err := t.query(`
 			WITH candidates AS (
 				SELECT r.id, r.seq FROM runs r
 				WHERE r.status = ANY($1)
@@ -104,9 +104,23 @@ func (db *DB) runOrder(ctx context.Context, leases []bot.Lease) ([]bot.Lease, er
 
 // lockLease reads the run's lease, locking its row until the transaction ends.
 func (t *tx) lockLease(runID string) (bot.Lease, error) {
+	return t.readLease(runID, t.forUpdate())
+}
+
+// RunLease reads the run's lease without locking it: a takeover that commits meanwhile
+// is not waited for.
+func (t *tx) RunLease(runID string) (bot.Lease, error) {
+	if err := t.check(false); err != nil {
+		return bot.Lease{RunID: runID}, fmt.Errorf("lease of run %s: %w", runID, err)
+	}
+	return t.readLease(runID, "")
+}
+
+// readLease reads the run's lease, with lock ("" or " FOR UPDATE").
+func (t *tx) readLease(runID, lock string) (bot.Lease, error) {
 	l := bot.Lease{RunID: runID}
 	var ns int64
-	err := t.ptx.QueryRow(t.ctx, "SELECT owner, epoch, expires_ns FROM run_leases WHERE run_id = $1"+t.forUpdate(), runID).Scan(&l.Owner, &l.Epoch, &ns)
+	err := t.queryRow("SELECT owner, epoch, expires_ns FROM run_leases WHERE run_id = $1"+lock, runID).Scan(&l.Owner, &l.Epoch, &ns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, fmt.Errorf("lease of run %s: %w", runID, bot.ErrNotFound)
 	}
@@ -141,8 +155,7 @@ func (db *DB) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl ti
 		if err := t.fence(l); err != nil {
 			return err
 		}
-		_, err := t.exec("UPDATE run_leases SET expires_ns = $2 WHERE run_id = $1", l.RunID, expires.UnixNano())
-		return err
+		return t.write("UPDATE run_leases SET expires_ns = $2 WHERE run_id = $1", l.RunID, expires.UnixNano())
 	})
 	if err != nil {
 		return bot.Lease{}, fmt.Errorf("renew lease: %w", err)
@@ -156,8 +169,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l bot.Lease) error {
 		if err := t.fence(l); err != nil {
 			return err
 		}
-		_, err := t.exec("UPDATE run_leases SET owner = '', expires_ns = 0 WHERE run_id = $1", l.RunID)
-		return err
+		return t.write("UPDATE run_leases SET owner = '', expires_ns = 0 WHERE run_id = $1", l.RunID)
 	})
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)

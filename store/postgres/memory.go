@@ -47,7 +47,7 @@ func (t *tx) DeleteMemory(channel, id string) error {
 	if err := t.check(true); err != nil {
 		return fmt.Errorf("delete memory fact %s: %w", id, err)
 	}
-	if _, err := t.exec("DELETE FROM records WHERE bucket = $1 AND key = $2", memoryBucket(channel), id); err != nil {
+	if err := t.write("DELETE FROM records WHERE bucket = $1 AND key = $2", memoryBucket(channel), id); err != nil {
 		return fmt.Errorf("delete memory fact %s: %w", id, err)
 	}
 	return nil

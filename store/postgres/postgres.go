@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -223,29 +222,36 @@ func uncommitted(ctx context.Context, err error) error {
 	return err
 }
 
-// attempt runs fn once in a transaction of its own.
+// attempt runs fn once in a transaction of its own, on a connection of its own. BEGIN is
+// sent with fn's first statement (pipeline.go).
 func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) (err error) {
-	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
-	if !writable {
-		opts = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	}
-	ptx, err := db.pool.BeginTx(ctx, opts)
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return db.storeErr("begin", uncommitted(ctx, err))
 	}
-	t := &tx{ctx: ctx, ptx: ptx, writable: writable, db: db}
+	t := &tx{ctx: ctx, conn: conn, writable: writable, db: db}
+	if writable {
+		t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	} else {
+		t.queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	}
 	done := false
 	defer func() {
 		t.closed = true
 		if !done {
 			// fn panicked: roll back and let the panic go on.
-			_ = ptx.Rollback(context.Background())
+			t.rollback()
 		}
+		conn.Release()
 	}()
 	fnErr := fn(t)
+	var commitErr error
+	if fnErr == nil && t.failed == nil {
+		commitErr = t.commit()
+	}
 	done = true
 	if fnErr != nil || t.failed != nil {
-		_ = ptx.Rollback(context.Background())
+		t.rollback()
 		if t.failed != nil {
 			t.failed = uncommitted(ctx, t.failed)
 		}
@@ -259,12 +265,13 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 		}
 		return t.failed
 	}
-	if err := ptx.Commit(ctx); err != nil {
-		if pgconn.SafeToRetry(err) {
+	if commitErr != nil {
+		t.rollback()
+		if pgconn.SafeToRetry(commitErr) {
 			// The commit was never sent.
-			err = uncommitted(ctx, err)
+			commitErr = uncommitted(ctx, commitErr)
 		}
-		err = db.storeErr("commit", err)
+		err = db.storeErr("commit", commitErr)
 		if writable && !retryable(err) && ctx.Err() == nil {
 			db.writeErr.Store(&err)
 		}

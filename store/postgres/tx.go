@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -18,10 +19,14 @@ import (
 // tx is one transaction behind the bot.Tx interface.
 type tx struct {
 	ctx      context.Context
-	ptx      pgx.Tx
+	conn     *pgxpool.Conn
 	writable bool
-	closed   bool
-	db       *DB
+	// queued are the statements sent with the next one the transaction waits for
+	// (pipeline.go), BEGIN first; begun says BEGIN was sent.
+	queued []stmt
+	begun  bool
+	closed bool
+	db     *DB
 	// failed is the first error of a statement: PostgreSQL aborts the transaction at its
 	// first error, so every later statement fails with it too, and a conflict among them
 	// makes do run the transaction again whatever fn made of it.
@@ -62,14 +67,6 @@ func (t *tx) note(err error) error {
 	return err
 }
 
-func (t *tx) exec(sql string, args ...any) (int64, error) {
-	tag, err := t.ptx.Exec(t.ctx, sql, args...)
-	if t.note(err) != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
-}
-
 // forUpdate is the locking clause of a read in a writable transaction: every row a
 // transaction reads stays locked until it ends, so a read, check and write is a
 // compare-and-set under READ COMMITTED.
@@ -104,7 +101,7 @@ func (t *tx) wasAbsent(table, key string) bool {
 // getBytes reads one value, or returns pgx.ErrNoRows.
 func (t *tx) getBytes(sql string, args ...any) ([]byte, error) {
 	var data []byte
-	err := t.ptx.QueryRow(t.ctx, sql, args...).Scan(&data)
+	err := t.queryRow(sql, args...).Scan(&data)
 	return data, t.note(err)
 }
 
@@ -153,7 +150,7 @@ func putRecord(t *tx, bucket, key, what string, v any) error {
 	if !t.wasAbsent(bucket, key) {
 		sql += " ON CONFLICT (bucket, key) DO UPDATE SET data = EXCLUDED.data"
 	}
-	if _, err := t.exec(sql, bucket, key, data); err != nil {
+	if err := t.write(sql, bucket, key, data); err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
 	return nil
@@ -278,8 +275,7 @@ func (t *tx) putRunRow(rec *bot.RunRecord) error {
 	if !t.wasAbsent("runs", rec.ID) {
 		sql += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, thread = EXCLUDED.thread, head = EXCLUDED.head, data = EXCLUDED.data"
 	}
-	_, err = t.exec(sql, rec.ID, string(rec.Status), thread, headData, data)
-	return err
+	return t.write(sql, rec.ID, string(rec.Status), thread, headData, data)
 }
 
 // runQuery builds the query of the runs f selects, in creation order.
@@ -327,7 +323,7 @@ func (t *tx) Runs(f bot.RunFilter) ([]*bot.RunRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	rows, err := t.ptx.Query(t.ctx, sql, args...)
+	rows, err := t.query(sql, args...)
 	if t.note(err) != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -370,7 +366,7 @@ func (t *tx) RunIDs(f bot.RunFilter) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list run ids: %w", err)
 	}
-	rows, err := t.ptx.Query(t.ctx, sql, args...)
+	rows, err := t.query(sql, args...)
 	if t.note(err) != nil {
 		return nil, fmt.Errorf("list run ids: %w", err)
 	}
@@ -419,7 +415,7 @@ func (t *tx) PutApproval(a *bot.Approval) error {
 	if !t.wasAbsent("approvals", a.ID) {
 		sql += " ON CONFLICT (id) DO UPDATE SET run_id = EXCLUDED.run_id, status = EXCLUDED.status, data = EXCLUDED.data"
 	}
-	if _, err := t.exec(sql, a.ID, a.RunID, string(a.Status), data); err != nil {
+	if err := t.write(sql, a.ID, a.RunID, string(a.Status), data); err != nil {
 		return fmt.Errorf("put approval %s: %w", a.ID, err)
 	}
 	return nil
@@ -447,7 +443,7 @@ func (t *tx) Approvals(runID string) ([]*bot.Approval, error) {
 // skipping (and quarantining) those that do not decode: one bad record must not hide the
 // rest.
 func scan[T any](t *tx, table, what, sql string, args ...any) ([]*T, error) {
-	rows, err := t.ptx.Query(t.ctx, sql, args...)
+	rows, err := t.query(sql, args...)
 	if t.note(err) != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
@@ -495,7 +491,7 @@ func (t *tx) AppendAudit(e bot.AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
-	if _, err := t.exec("INSERT INTO audit (at_ns, run_id, data) VALUES ($1, $2, $3)", e.At.UnixNano(), e.RunID, data); err != nil {
+	if err := t.write("INSERT INTO audit (at_ns, run_id, data) VALUES ($1, $2, $3)", e.At.UnixNano(), e.RunID, data); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	return nil
@@ -536,7 +532,7 @@ func (t *tx) PutOutbox(item bot.OutboxItem) error {
 	if err != nil {
 		return fmt.Errorf("put outbox item %s: %w", item.Key, err)
 	}
-	if _, err := t.exec("INSERT INTO outbox (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data", item.Key, data); err != nil {
+	if err := t.write("INSERT INTO outbox (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data", item.Key, data); err != nil {
 		return fmt.Errorf("put outbox item %s: %w", item.Key, err)
 	}
 	return nil
@@ -567,7 +563,7 @@ func (t *tx) DeleteOutbox(key string) error {
 	if err := t.check(true); err != nil {
 		return fmt.Errorf("delete outbox item %s: %w", key, err)
 	}
-	if _, err := t.exec("DELETE FROM outbox WHERE key = $1", key); err != nil {
+	if err := t.write("DELETE FROM outbox WHERE key = $1", key); err != nil {
 		return fmt.Errorf("delete outbox item %s: %w", key, err)
 	}
 	return nil

@@ -9,13 +9,14 @@ import (
 	"github.com/loopbot/loopbot/bot"
 )
 
-// Replicated is a store that replicas share: it hands out run leases, elects leaders and
-// notifies.
+// Replicated is a store that replicas share: it hands out run leases, elects leaders,
+// notifies and keeps the outbox's holds.
 type Replicated interface {
 	bot.Store
 	bot.Leaser
 	bot.Elector
 	bot.Notifier
+	bot.HoldStore
 }
 
 // ErrCut is what a replica cut off by Cut hears.

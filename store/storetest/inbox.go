@@ -12,7 +12,7 @@ import (
 func testInbox(t *testing.T, su *suite) {
 	s := su.open(t)
 	entry := func(seq int64, id string) *bot.InboxEntry {
-		return &bot.InboxEntry{Seq: seq, Event: bot.Event{Kind: bot.EventMention, ID: id, Thread: threadA, User: bot.User{ID: "U1"}, Text: "go " + id, At: at(0)}}
+		return &bot.InboxEntry{Seq: seq, Replica: "replica-1", Event: bot.Event{Kind: bot.EventMention, ID: id, Thread: threadA, User: bot.User{ID: "U1"}, Text: "go " + id, At: at(0)}}
 	}
 	var added []bool
 	update(t, s, func(tx bot.Tx) error {

@@ -89,8 +89,10 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"ClaimsExclusive", testClaimsExclusive},
 		{"TwoHandles", testTwoHandles},
+		{"RunLease", testRunLease},
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
+		{"Holds", testHolds},
 		{"ConsoleView", testConsoleView},
 		{"ConsoleViewFollower", testConsoleViewFollower},
 	}
