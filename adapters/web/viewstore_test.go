@@ -346,3 +346,24 @@ func TestSharedViewForgetsAndTrims(t *testing.T) {
 		t.Errorf("t3 on a console opened after: %s", h)
 	}
 }
+
+// TestSharedViewStreamOnAThreadOpenedElsewhere: the replica running a run streams to a
+// thread another replica opened, whose notification it has not had: it reads the view
+// first, and the live text reaches the console that opened the thread.
+func TestSharedViewStreamOnAThreadOpenedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	v := newMemView()
+	a, _ := sharedConsole(t, v)
+	b, _ := sharedConsole(t, v)
+	v.mu.Lock()
+	v.drop = func(string) bool { return true }
+	v.mu.Unlock()
+	b.Post(ctx, threadRef("t1"), bot.Message{Kind: bot.KindStatus, Text: "Working"})
+	v.mu.Lock()
+	v.drop = nil
+	v.mu.Unlock()
+	if err := a.StreamText(ctx, bot.Stream{Thread: threadRef("t1"), RunID: "run-1"}, "Partial "); err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, b, "the live text on b", func() bool { return strings.HasSuffix(threadHTML(b, "t1"), "<live>Partial ") })
+}

@@ -136,6 +136,15 @@ func (a *Adapter) chosenShared(ctx context.Context, threadID, actionID string, w
 // redaction and at the bot's stream pace, and every console shows it.
 func (a *Adapter) liveShared(ctx context.Context, id, added string, reset bool) error {
 	a.mu.Lock()
+	_, known := a.threads[id]
+	a.mu.Unlock()
+	if !known {
+		// Another replica may have opened the thread a moment ago.
+		if err := a.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
 	t, ok := a.threads[id]
 	var live string
 	switch {
