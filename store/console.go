@@ -120,7 +120,9 @@ func (db *DB) ConsoleRows(ctx context.Context, after uint64, fn func(seq, pos ui
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
 			pos, thread, key, data, err := decodeConsoleRow(v)
 			if err != nil {
-				return fmt.Errorf("console row %d: %w", binary.BigEndian.Uint64(k), err)
+				// A damaged row loses one message of the console's view, not the view:
+				// it is skipped, as the console skips a row whose record does not decode.
+				continue
 			}
 			out = append(out, row{binary.BigEndian.Uint64(k), pos, thread, key, bytes.Clone(data)})
 		}
