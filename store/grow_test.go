@@ -10,8 +10,9 @@ import (
 )
 
 // TestNewStoreGrowsOnce: a new store's file grows to initialMmapSize at its first commit
-// and not again while what it holds fits, so that the first commits (a burst's intake
-// among them) do not each grow the file, sync it and map it again.
+// (Open's, which creates the buckets) and not again while what it holds fits, so that the
+// first commits (a burst's intake among them) do not each grow the file, sync it and map
+// it again.
 func TestNewStoreGrowsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loopbot.db")
 	db, err := Open(path)
@@ -26,6 +27,10 @@ func TestNewStoreGrowsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		return fi.Size()
+	}
+	// Opening a new file commits its buckets, which grows it.
+	if got := size(); got != initialMmapSize {
+		t.Fatalf("after Open the file is %d bytes, want %d", got, initialMmapSize)
 	}
 	for round := range 40 {
 		err := db.UpdateFirst(t.Context(), func(tx bot.Tx) error {

@@ -94,14 +94,18 @@ func (c *socketClient) run(ctx context.Context, deliver func(envelope)) error {
 		switch {
 		case ctx.Err() != nil:
 			if conn != nil {
-				conn.close()
+				c.drop(conn)
 			}
 			return nil
 		case err != nil && refused(err):
 			return fmt.Errorf("apps.connections.open: %w", err)
 		case err != nil:
-			// Half to all of wait, so that replicas do not come back in step.
+			// Half to all of wait, so that replicas do not come back in step; at least
+			// what Slack asked for when it rate-limits the call.
 			pause := wait/2 + rand.N(wait/2+1)
+			if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+				pause = max(pause, rl.RetryAfter)
+			}
 			c.a.log.Warn("slack: socket mode connection failed; trying again", "in", pause, "err", logSafe(err))
 			wait = min(2*wait, socketRetryMax)
 			t := time.NewTimer(pause)

@@ -59,6 +59,27 @@ func TestSocketOpenRetried(t *testing.T) {
 	}
 }
 
+// TestSocketOpenRateLimited: when apps.connections.open is rate-limited, the next try waits
+// at least the Retry-After Slack gave.
+func TestSocketOpenRateLimited(t *testing.T) {
+	f := newFakeSlack(t)
+	f.FailNext("apps.connections.open", 1, slackfake.RateLimited(time.Second))
+	f.adapter(newRecorder(), Config{})
+	f.conn()
+	var opens []call
+	for _, c := range f.Calls() {
+		if c.Method == "apps.connections.open" {
+			opens = append(opens, c)
+		}
+	}
+	if len(opens) != 2 {
+		t.Fatalf("apps.connections.open called %d times, want 2", len(opens))
+	}
+	if gap := opens[1].At.Sub(opens[0].At); gap < time.Second {
+		t.Errorf("tried again %v after the 429, want at least its Retry-After (1s)", gap)
+	}
+}
+
 // TestSocketDisconnectReasons: after each of Slack's disconnect messages the adapter opens
 // a new connection, and the envelopes sent on it are acknowledged on it and handled once.
 func TestSocketDisconnectReasons(t *testing.T) {

@@ -114,21 +114,36 @@ func (t *tx) loadItems(runs map[string]*bot.RunRecord, withMessages bool) error 
 	if len(ids) == 0 {
 		return nil
 	}
+	rows, err := t.query(itemsQuery(withMessages), ids)
+	if t.note(err) != nil {
+		return err
+	}
+	return t.readItems(runs, rows)
+}
+
+// itemsQuery selects the calls, and the messages when withMessages is set, of the runs $1
+// names, in order.
+func itemsQuery(withMessages bool) string {
 	kinds := "'c'"
 	if withMessages {
 		kinds = "'c', 'm'"
 	}
-	rows, err := t.query("SELECT run_id, kind, idx, data FROM run_items WHERE run_id = ANY($1) AND kind IN ("+kinds+") ORDER BY run_id, kind, idx", ids)
-	if t.note(err) != nil {
-		return err
-	}
+	return "SELECT run_id, kind, idx, data FROM run_items WHERE run_id = ANY($1) AND kind IN (" + kinds + ") ORDER BY run_id, kind, idx"
+}
+
+// readItems fills the states of runs from rows of itemsQuery.
+func (t *tx) readItems(runs map[string]*bot.RunRecord, rows pgx.Rows) error {
 	var id string
 	var kind byte
 	var idx int
 	var data []byte
 	var decodeErr error
-	_, err = pgx.ForEachRow(rows, []any{&id, &kind, &idx, &data}, func() error {
-		st := runs[id].State
+	_, err := pgx.ForEachRow(rows, []any{&id, &kind, &idx, &data}, func() error {
+		r := runs[id]
+		if r == nil || r.State == nil {
+			return nil // a run stored without a state keeps no items to read
+		}
+		st := r.State
 		var err error
 		switch kind {
 		case itemMessage:

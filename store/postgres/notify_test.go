@@ -86,7 +86,6 @@ func TestCancelNotifiedAcrossReplicas(t *testing.T) {
 	srv := llmtest.New(llmtest.ToolCalls(llmtest.Call("wait", `{}`)))
 	srv.SetFallback(llmtest.Text("Done."))
 	a := startReplicaTTL(t, "a", url, clk, srv, quietTTL, tool)
-	b := startReplicaTTL(t, "b", url, clk, srv, quietTTL, tool)
 	thread := bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}
 	ann := bot.User{ID: "U1", Name: "ann"}
 	res, err := a.bot.Handle(t.Context(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "wait"})
@@ -97,6 +96,8 @@ func TestCancelNotifiedAcrossReplicas(t *testing.T) {
 	if l, err := a.db.Lease(t.Context(), res.RunID); err != nil || l.Owner != "a" {
 		t.Fatalf("lease while the tool works = %+v, %v; want a's", l, err)
 	}
+	// b starts once a works on the run, which it would otherwise claim as soon as a.
+	b := startReplicaTTL(t, "b", url, clk, srv, quietTTL, tool)
 	if _, err := b.bot.Handle(t.Context(), bot.Event{ID: "ev-2", Kind: bot.EventReply, Thread: thread, User: ann, Text: "stop"}); err != nil {
 		t.Fatal(err)
 	}

@@ -43,14 +43,16 @@ func (t *tx) write(sql string, args ...any) error {
 	return nil
 }
 
-// send sends the queued statements and then sql in one batch, reads the queued ones'
-// results, and returns the batch with sql's result next. On an error the batch is closed.
-func (t *tx) send(sql string, args []any) (pgx.BatchResults, error) {
+// send sends the queued statements and then last in one batch, reads the queued ones'
+// results, and returns the batch with last's results next. On an error the batch is closed.
+func (t *tx) send(last ...stmt) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	for _, q := range t.queued {
 		b.Queue(q.sql, q.args...)
 	}
-	b.Queue(sql, args...)
+	for _, q := range last {
+		b.Queue(q.sql, q.args...)
+	}
 	n := len(t.queued)
 	t.queued = t.queued[:0]
 	t.begun = true
@@ -73,7 +75,7 @@ func (t *tx) exec(sql string, args ...any) (int64, error) {
 		}
 		return tag.RowsAffected(), nil
 	}
-	br, err := t.send(sql, args)
+	br, err := t.send(stmt{sql, args})
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +92,7 @@ func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
 	if len(t.queued) == 0 {
 		return t.conn.Query(t.ctx, sql, args...)
 	}
-	br, err := t.send(sql, args)
+	br, err := t.send(stmt{sql, args})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (t *tx) queryRow(sql string, args ...any) pgx.Row {
 	if len(t.queued) == 0 {
 		return t.conn.QueryRow(t.ctx, sql, args...)
 	}
-	br, err := t.send(sql, args)
+	br, err := t.send(stmt{sql, args})
 	if err != nil {
 		return errRow{err}
 	}

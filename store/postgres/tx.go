@@ -190,13 +190,34 @@ func (t *tx) Run(id string) (*bot.RunRecord, error) {
 }
 
 // fullRun reads run id with its state's items: its calls, and its messages when
-// withMessages is set.
+// withMessages is set. The row and the items are asked for in one round trip.
 func (t *tx) fullRun(id string, withMessages bool) (*bot.RunRecord, error) {
-	r, err := t.run(id, "data", "run")
+	if err := t.check(false); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	br, err := t.send(stmt{"SELECT data FROM runs WHERE id = $1" + t.forUpdate(), []any{id}}, stmt{itemsQuery(withMessages), []any{[]string{id}}})
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer br.Close()
+	var data []byte
+	err = br.QueryRow().Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		t.markAbsent("runs", id)
+		return nil, fmt.Errorf("run %s: %w", id, bot.ErrNotFound)
+	}
+	if t.note(err) != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	r, err := decode[bot.RunRecord](data, "run "+id)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.loadItems(map[string]*bot.RunRecord{id: r}, withMessages); err != nil {
+	rows, err := br.Query()
+	if t.note(err) != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if err := t.readItems(map[string]*bot.RunRecord{id: r}, rows); err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
 	return r, nil

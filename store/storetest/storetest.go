@@ -93,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
 		{"Holds", testHolds},
+		{"OutboxMark", testOutboxMark},
 		{"ConsoleView", testConsoleView},
 		{"ConsoleViewFollower", testConsoleViewFollower},
 	}

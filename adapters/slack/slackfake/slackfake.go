@@ -273,6 +273,14 @@ func (s *Server) Acks() []Ack {
 	return slices.Clone(s.acks)
 }
 
+// AckCount is len(Acks()) without the copy: for a wait on a burst's acks, whose condition
+// runs at every ack.
+func (s *Server) AckCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acks)
+}
+
 // WaitAck waits for the first acknowledgement of envelopeID and returns it.
 func (s *Server) WaitAck(ctx context.Context, envelopeID string) (Ack, error) {
 	var found Ack
