@@ -32,6 +32,8 @@
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)
 //	memory          channel key + NUL + fact ID -> bot.MemoryFact (a channel's memory)
 //	inbox           event ID -> bot.InboxEntry (accepted and not yet handled, bot/inbox.go)
+//	console_rows    8-byte number -> a row of the web console's view (console.go)
+//	console_keys    thread + NUL + key -> the number of its row in console_rows
 //	holds           pace key -> bot.Hold (a channel held by a platform's Retry-After,
 //	                kept across restarts; holds.go)
 //
