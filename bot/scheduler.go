@@ -55,6 +55,14 @@ type scheduler struct {
 	// may take a small write (a lease, an ack) while it refuses a run's larger one, so the
 	// store's own last error alone does not tell whether runs are stuck.
 	unsaved map[string]error
+	// holds counts the times each run was held after a failed save, so that a retry timer
+	// of an earlier hold does nothing (heldprobe.go).
+	holds map[string]int
+	// early are the runs held after their first failed save, by when they were held, which
+	// the loop probes at its passes until storeRetry has gone by (heldprobe.go); probing
+	// are those it probes now.
+	early   map[string]time.Time
+	probing map[string]bool
 }
 
 func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger, maxRuns int, sent func()) *scheduler {
@@ -70,6 +78,9 @@ func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger,
 		held:         map[string]bool{},
 		saveFailures: map[string]int{},
 		unsaved:      map[string]error{},
+		holds:        map[string]int{},
+		early:        map[string]time.Time{},
+		probing:      map[string]bool{},
 	}
 }
 
@@ -101,6 +112,7 @@ func (s *scheduler) loop(ctx context.Context) {
 			s.log.Error("list runs to start", "err", err)
 			continue
 		}
+		s.probeEarly()
 		s.mu.Lock()
 		for _, id := range ready {
 			if s.stopped || len(s.running) >= s.maxRuns {
@@ -232,9 +244,14 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.saveFailures[id]++
 		n := s.saveFailures[id]
 		s.held[id] = true
+		s.holds[id]++
+		hold := s.holds[id]
+		if n == 1 {
+			s.early[id] = time.Now()
+		}
 		s.mu.Unlock()
 		s.log.Error("run could not be saved; it resumes from its last saved step once the store takes writes again", "run", id, "failures", n, "err", err)
-		s.retryHeld(id, retryDelay(n))
+		s.retryHeld(id, hold, retryDelay(n))
 		return
 	default:
 		s.log.Error("run failed", "run", id, "err", err)
@@ -355,28 +372,23 @@ func retryDelay(n int) time.Duration {
 	return min(d, 5*time.Minute)
 }
 
-// retryHeld releases a run held by a failed save once a write of its record succeeds, trying
-// every delay until then or until the bot stops. The probe is a write, not a resume, so
-// that a store that still refuses writes costs no model call.
-func (s *scheduler) retryHeld(id string, delay time.Duration) {
+// retryHeld releases a run held by a failed save (its hold-th) once a write of its record
+// succeeds, trying every delay until then, until the bot stops or until the run was
+// released otherwise (an early probe). The probe is a write, not a resume, so that a store
+// that still refuses writes costs no model call.
+func (s *scheduler) retryHeld(id string, hold int, delay time.Duration) {
 	time.AfterFunc(delay, func() {
 		s.mu.Lock()
-		stopped := s.stopped
+		stale := s.stopped || !s.held[id] || s.holds[id] != hold
 		s.mu.Unlock()
-		if stopped {
+		if stale {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), delay)
-		defer cancel()
-		if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.touch(tx, id) }); err != nil {
+		if err := s.probe(id, delay); err != nil {
 			s.log.Warn("held run: the store still refuses writes", "run", id, "err", err)
-			s.retryHeld(id, delay)
+			s.retryHeld(id, hold, delay)
 			return
 		}
-		s.log.Info("held run: the store takes writes again; resuming", "run", id)
-		s.mu.Lock()
-		delete(s.held, id)
-		s.mu.Unlock()
-		s.poke()
+		s.release(id, hold)
 	})
 }
