@@ -51,6 +51,10 @@ type scheduler struct {
 	held map[string]bool
 	// saveFailures counts the failed saves in a row of each run, for retryDelay.
 	saveFailures map[string]int
+	// unsaved holds, for each run whose last checkpoint the store refused, why: a store
+	// may take a small write (a lease, an ack) while it refuses a run's larger one, so the
+	// store's own last error alone does not tell whether runs are stuck.
+	unsaved map[string]error
 	// holds counts the times each run was held after a failed save, so that a retry timer
 	// of an earlier hold does nothing (heldprobe.go).
 	holds map[string]int
@@ -73,6 +77,7 @@ func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger,
 		running:      map[string]context.CancelCauseFunc{},
 		held:         map[string]bool{},
 		saveFailures: map[string]int{},
+		unsaved:      map[string]error{},
 		holds:        map[string]int{},
 		early:        map[string]time.Time{},
 		probing:      map[string]bool{},
@@ -210,6 +215,12 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	}
 	err = s.agent.Run(ctx, rec.State, hooks)
 	stream.end(ctx, rec.State)
+	if !errors.Is(err, agent.ErrCheckpoint) {
+		// The run is no longer waiting to be saved, whatever became of it.
+		s.mu.Lock()
+		delete(s.unsaved, id)
+		s.mu.Unlock()
+	}
 	switch {
 	case errors.Is(err, ErrFenced) || errors.Is(context.Cause(ctx), ErrFenced):
 		// Another replica took the run over: what it does now is the run's, and this
@@ -293,9 +304,28 @@ func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
 		}
 	}
 	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st, enc) }); err != nil {
+		if !errors.Is(err, ErrFenced) && ctx.Err() == nil {
+			s.mu.Lock()
+			s.unsaved[st.RunID] = err
+			s.mu.Unlock()
+		}
 		return fmt.Errorf("save run: %w", err)
 	}
+	s.mu.Lock()
+	delete(s.unsaved, st.RunID)
+	s.mu.Unlock()
 	s.sent()
+	return nil
+}
+
+// saveError returns why a run's last checkpoint was refused, if some run's was and it has
+// not been saved since; nil otherwise.
+func (s *scheduler) saveError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, err := range s.unsaved {
+		return err
+	}
 	return nil
 }
 

@@ -114,6 +114,19 @@ func TestSocketSilentConnectionReplaced(t *testing.T) {
 	f.wait("a silent connection was kept", func() bool { return f.Connections() >= 3 })
 }
 
+// TestSocketPingsKeepTheConnection: each ping from Slack moves the ping timeout on, so a
+// connection that Slack pings more often than the timeout is kept. The fake pings every
+// second; the timeout is 1.5 s and the test waits for three pings.
+func TestSocketPingsKeepTheConnection(t *testing.T) {
+	f := newFakeSlack(t)
+	f.adapter(newRecorder(), Config{}, func(a *Adapter) { a.pingTimeout = 1500 * time.Millisecond })
+	f.conn()
+	f.wait("the fake did not ping three times", func() bool { return f.Pings() >= 3 })
+	if n := f.Connections(); n != 1 {
+		t.Errorf("%d connections, want 1: a pinged connection was taken for dead", n)
+	}
+}
+
 // countingConn records the writes that reach the network.
 type countingConn struct {
 	net.Conn

@@ -181,6 +181,12 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 			http.Error(w, "database refuses writes: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		// A full disk may still take a small write (a lease, an ack) while a run's
+		// checkpoint does not fit: that run is stuck until there is room.
+		if err := s.bot.SaveError(); err != nil {
+			http.Error(w, "database refuses a run's writes: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})

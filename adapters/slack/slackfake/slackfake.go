@@ -127,6 +127,7 @@ type Server struct {
 	cur       *conn
 	live      map[*conn]bool
 	conns     int
+	pings     int // pings written, on every connection
 	lastTS    int
 	dropOnAck map[string]bool
 	replies   map[string]string // conversations.replies bodies by channel + "/" + ts
@@ -317,6 +318,14 @@ func (s *Server) Connections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conns
+}
+
+// Pings is how many pings the fake has written, on all its connections (one a second on
+// each).
+func (s *Server) Pings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pings
 }
 
 // Connected reports whether a Socket Mode connection is open.
@@ -556,7 +565,12 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 			case <-c.done:
 				return
 			case <-tick.C:
-				_ = ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second))
+				if ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second)) == nil {
+					s.mu.Lock()
+					s.pings++
+					s.notifyLocked()
+					s.mu.Unlock()
+				}
 			}
 		}
 	}()
