@@ -63,3 +63,14 @@ func (s *scheduler) release(id string, hold int) {
 	s.log.Info("held run: the store takes writes again; resuming", "run", id)
 	s.poke()
 }
+
+// forgetHeld forgets run id, held here and taken over by another replica: it waits for no
+// save of this replica's any more, so the health check no longer reports it.
+func (s *scheduler) forgetHeld(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, id)
+	delete(s.early, id)
+	delete(s.unsaved, id)
+	delete(s.saveFailures, id)
+}

@@ -156,6 +156,7 @@ func (s *scheduler) heartbeat(ctx context.Context, checkEnded bool) {
 			if !s.interrupt(l.RunID, err) {
 				// No goroutine works on it (it is held): it is simply no longer ours.
 				s.own.drop(l.RunID)
+				s.forgetHeld(l.RunID)
 			}
 		case err != nil:
 			if ctx.Err() == nil {

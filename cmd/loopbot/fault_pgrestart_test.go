@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -142,7 +143,17 @@ tool_risk = { charge = "safe" }
 	})
 	reconnect := time.Since(started)
 	for _, r := range []*replicaProc{a, b} {
-		waitFor(r.id+"'s health check to pass again", func() bool { return healthz(r.admin) == nil })
+		// The last answer is in the failure's message: a health check that does not pass
+		// again says why.
+		last := ""
+		waitFor(r.id+"'s health check to pass again", func() bool {
+			err := healthz(r.admin)
+			if err != nil && err.Error() != last {
+				last = err.Error()
+				t.Logf("%s /healthz: %s", r.id, last)
+			}
+			return err == nil
+		})
 	}
 	healthy := time.Since(started)
 	waitFor(fmt.Sprintf("%d connections to listen again", listening), func() bool { return listeners(t, url) == listening })
@@ -201,7 +212,8 @@ func healthz(addr string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz: %s", resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return fmt.Errorf("healthz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }
