@@ -71,7 +71,7 @@ type Config struct {
 	// OutputCap is how many bytes of a tool output enter the conversation: a longer one is
 	// shown as its head and tail around a line that says how to read the rest with
 	// read_output (output.go). A thirty-second of ContextTokens, in bytes (4000 at the
-	// default budget), when unset; a negative value turns the cap off.
+	// default budget, never under 256), when unset; a negative value turns the cap off.
 	OutputCap int `toml:"output_cap"`
 
 	// SanityEvery runs the sanity check every so many steps; zero turns it off.
@@ -129,7 +129,7 @@ func (c Config) Defaults() Config {
 	set(&c.TruncateChars, 600)
 	// A thirty-second of the budget (in bytes, at four a token): what one step adds is then
 	// small against the prompt it joins, so most of each prompt repeats the one before.
-	set(&c.OutputCap, c.ContextTokens/8)
+	set(&c.OutputCap, max(c.ContextTokens/8, minOutputCap))
 	set(&c.MaxParallelSteps, 2)
 	set(&c.StepRetries, 2)
 	if c.Planning == "" {
@@ -178,6 +178,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("autonomy %q: want careful, balanced or bold", c.Autonomy)
 	case c.NearLimit < 0 || c.NearLimit > 1:
 		return fmt.Errorf("near_limit %v: want a fraction between 0 and 1", c.NearLimit)
+	case c.OutputCap > 0 && c.OutputCap < minOutputCap:
+		return fmt.Errorf("output_cap %d: want at least %d bytes, or a negative value to send outputs whole", c.OutputCap, minOutputCap)
 	case c.MaxSteps < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.MaxWall < 0:
 		return fmt.Errorf("budgets must not be negative")
 	}

@@ -59,12 +59,13 @@ func (a *Agent) executorAgent(scope string) *Agent {
 		c.specs = append(c.specs, spec)
 	}
 	t := askPlannerTool()
-	c.tools[askPlannerName] = &registered{tool: t, info: t.Info(), schema: askPlannerSchema}
+	c.tools[askPlannerName] = &registered{tool: t, info: t.Info(), schema: askPlannerSchema()}
 	c.specs = append(c.specs, t.Info().Spec)
 	return &c
 }
 
-var askPlannerSchema = mustSchema(string(askPlannerTool().Info().Spec.Parameters))
+// askPlannerSchema is compiled when a planned run first builds an executor's tools.
+var askPlannerSchema = sync.OnceValue(func() *schema { return mustSchema(string(askPlannerTool().Info().Spec.Parameters)) })
 
 // share is what the executors of one round share with their parent run.
 type share struct {

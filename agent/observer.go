@@ -38,7 +38,7 @@ func (r *runner) reviewStep(ctx context.Context, s *PlanStep) (failure string) {
 		`or {"verdict": "revise", "reason": "...", "steps": [...]} to replace every step not done yet with new steps ` +
 		`(same fields as the plan; they may depend on the done steps).`
 	var out review
-	err := r.consultPlanner(ctx, task, reviewSchema, &out, func() error {
+	err := r.consultPlanner(ctx, task, reviewSchema(), &out, func() error {
 		switch {
 		case out.Verdict == VerdictRevise && len(done)+len(out.Steps) > maxPlanSteps:
 			return fmt.Errorf("%w: %d steps are done, so at most %d new ones fit", errPlan, len(done), maxPlanSteps-len(done))

@@ -21,6 +21,10 @@ import (
 
 const readOutputName = "read_output"
 
+// minOutputCap is the smallest cap a config may set: below it the line that stands for the
+// cut bytes would be most of what the model is shown.
+const minOutputCap = 256
+
 // readOutputMax bounds one read_output reply when capping is turned off.
 const readOutputMax = 16 << 10
 

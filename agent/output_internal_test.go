@@ -63,6 +63,24 @@ func TestCapOutput(t *testing.T) {
 	}
 }
 
+// TestOutputCapConfig checks the cap's default, a thirty-second of the budget but never
+// under the least a config may set, and that a config cannot set less.
+func TestOutputCapConfig(t *testing.T) {
+	for _, tt := range []struct{ budget, want int }{{0, 4000}, {12000, 1500}, {1000, minOutputCap}} {
+		if got := (Config{ContextTokens: tt.budget}).Defaults().OutputCap; got != tt.want {
+			t.Errorf("default cap at a budget of %d = %d, want %d", tt.budget, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		cap int
+		ok  bool
+	}{{-1, true}, {0, true}, {minOutputCap, true}, {minOutputCap - 1, false}, {1, false}} {
+		if err := (Config{OutputCap: tt.cap}).Check(); (err == nil) != tt.ok {
+			t.Errorf("output_cap %d: Check() = %v, want ok %v", tt.cap, err, tt.ok)
+		}
+	}
+}
+
 func head(s string, n int) string { return s[:min(n, len(s))] }
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
 

@@ -277,6 +277,29 @@ func (st *State) AllCalls() []CallRecord {
 	return out
 }
 
+// AnyCall reports whether f holds for one of the calls AllCalls returns, without copying
+// them: the bot asks it of every checkpoint, inside the store's write transaction.
+func (st *State) AnyCall(f func(c *CallRecord) bool) bool {
+	for i := range st.Calls {
+		if f(&st.Calls[i]) {
+			return true
+		}
+	}
+	if st.Planning != nil {
+		for _, s := range st.Planning.Steps {
+			if s.Sub == nil {
+				continue
+			}
+			for i := range s.Sub.Calls {
+				if f(&s.Sub.Calls[i]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // cancelSteps cancels the sub-runs of a run that ended (cancelled, failed, out of budget) and
 // are not over, so that no call of theirs still waits for a decision or seems to run.
 func (st *State) cancelSteps(reason string, now time.Time) {

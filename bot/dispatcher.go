@@ -21,8 +21,10 @@ type dispatcher struct {
 	redactor     *Redactor
 	log          *slog.Logger
 	editInterval time.Duration
-	// workers is how many calls may be in flight at once, each to another channel.
+	// workers is how many calls may be in flight at once, each to another channel; render
+	// has room for the workers that may read the store at once.
 	workers int
+	render  chan struct{}
 	// wake nudges the loop; it has room for one, so a nudge never blocks and many nudges
 	// fold into one pass.
 	wake chan struct{}
@@ -56,6 +58,11 @@ type dispatcher struct {
 	nextScan time.Time
 }
 
+// renderSlots bounds the workers that read the store at once to render an item: rendering
+// is the process's own work, so more than the cores gain nothing, and on PostgreSQL each read
+// holds one of the pool's few connections (4 on 2 cores), which the runs' checkpoints need.
+const renderSlots = 2
+
 // sendWorkers bounds the platform calls in flight at once. Each is to another channel, and
 // a chat platform's call takes tens to hundreds of milliseconds over the network, so a
 // handful keeps a thousand busy channels flowing without flooding the platform.
@@ -70,6 +77,7 @@ func newDispatcher(store Store, platforms map[string]Platform, redactor *Redacto
 		log:          log,
 		editInterval: editInterval,
 		workers:      sendWorkers,
+		render:       make(chan struct{}, renderSlots),
 		wake:         make(chan struct{}, 1),
 		flush:        make(chan struct{}),
 		done:         make(chan struct{}),

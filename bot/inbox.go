@@ -81,6 +81,13 @@ func (in *inbox) has(id string) bool {
 	return ok
 }
 
+// firstUpdater is a store that can put a write ahead of those waiting for the writer: the
+// platform waits on Accept's to acknowledge, while the bot's own writes (checkpoints, the
+// outbox) wait for nobody. A store without it takes Accept's write in turn.
+type firstUpdater interface {
+	UpdateFirst(ctx context.Context, fn func(tx Tx) error) error
+}
+
 // Accept stores evs in the inbox in one transaction and reports, for each, whether it was
 // added: false for an event whose ID is already waiting there (a redelivery, handled with
 // its first delivery). The caller acknowledges the platform after Accept returns nil and
@@ -99,7 +106,11 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 	}
 	added := make([]bool, len(evs))
 	seq := b.inbox.next(b.clock.Now().UnixNano(), len(evs))
-	err := b.store.Update(ctx, func(tx Tx) error {
+	update := b.store.Update
+	if f, ok := b.store.(firstUpdater); ok {
+		update = f.UpdateFirst
+	}
+	err := update(ctx, func(tx Tx) error {
 		for i, ev := range evs {
 			var err error
 			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev, Replica: b.pres.owner}); err != nil {

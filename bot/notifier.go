@@ -37,6 +37,10 @@ const (
 	// channelCancel tells the replica that works on the run in the payload that the run
 	// ended in the store (a cancel written elsewhere); an empty payload means any run.
 	channelCancel = "loopbot_cancel"
+	// ChannelConsole tells the web consoles of every replica that the console's view in
+	// the store changed (adapters/web, viewstore.go); the payload is the number of the
+	// change, and the consoles read what changed from the store.
+	ChannelConsole = "loopbot_console"
 	// channelAnswer tells the replica whose call waits on the question in the payload that
 	// another replica stored its answer (ask.go); an empty payload means any question.
 	channelAnswer = "loopbot_answer"

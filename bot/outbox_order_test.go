@@ -2,7 +2,9 @@ package bot_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
 )
 
 // timedCall is one call a timedPlatform got: which message, and when it began and ended.
@@ -113,6 +116,214 @@ func TestChannelsAreCalledAtOnceEachInOrder(t *testing.T) {
 		// so the whole takes what one channel's calls take.
 		if took, want := time.Since(start), perChannel*300*time.Millisecond+(perChannel-1)*interval; took != want {
 			t.Errorf("the outbox took %s to send, want %s: one channel's calls", took, want)
+		}
+	})
+}
+
+// TestACardThatLooksTheSameIsNotEditedAgain queues a card edit twice for a run that did not
+// change in between: the first edit goes out, the second renders as what the card shows
+// already, and is settled without a call.
+func TestACardThatLooksTheSameIsNotEditedAgain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		th := bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}
+		created := time.Now().UTC()
+		queue := func(at time.Time) {
+			t.Helper()
+			if err := db.Update(context.Background(), func(tx bot.Tx) error {
+				return tx.PutOutbox(bot.OutboxItem{Key: "card/run-1", Kind: bot.OutboxCard, RunID: "run-1", Thread: th, CreatedAt: at})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Update(context.Background(), func(tx bot.Tx) error {
+			st := agent.NewState("run-1", "say hello", nil, created)
+			st.Status = agent.StatusCompleted
+			return tx.PutRun(&bot.RunRecord{ID: "run-1", Thread: th, Requester: ann, Status: st.Status, State: st,
+				Card: bot.MessageRef{Thread: th, ID: "m1"}, CreatedAt: created, UpdatedAt: created})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		queue(created)
+		plat := &recorder{}
+		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		b, err := bot.New(bot.Config{}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer b.Stop(context.Background())
+		synctest.Wait()
+		if n := len(plat.sent("")); n != 1 {
+			t.Fatalf("%d calls for the first edit, want 1", n)
+		}
+		queue(time.Now().UTC())
+		// The leader looks at the outbox unasked every third of the lease.
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		var left []bot.OutboxItem
+		if err := db.View(context.Background(), func(tx bot.Tx) error {
+			var err error
+			left, err = tx.Outbox()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(plat.sent("")); n != 1 || len(left) != 0 {
+			t.Errorf("%d calls and %d items left after the same card was queued again, want the one edit and none", n, len(left))
+		}
+	})
+}
+
+// undeletableStore is a store on which deleting one outbox item always fails, as a record
+// the store cannot write would.
+type undeletableStore struct {
+	*store.DB
+	key string
+}
+
+type undeletableTx struct {
+	bot.Tx
+	key string
+}
+
+func (tx undeletableTx) DeleteOutbox(key string) error {
+	if key == tx.key {
+		return errors.New("delete outbox item: write loopbot.db: input/output error")
+	}
+	return tx.Tx.DeleteOutbox(key)
+}
+
+func (s *undeletableStore) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
+	return s.DB.Update(ctx, func(tx bot.Tx) error { return fn(undeletableTx{Tx: tx, key: s.key}) })
+}
+
+// TestOneItemTheStoreRefusesDoesNotHoldTheOthers sends three notices at once, in three
+// channels, whose "sent" is written in one store write; the store refuses to delete one of
+// them. The other two are settled all the same, and none is posted twice.
+func TestOneItemTheStoreRefusesDoesNotHoldTheOthers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		st := &undeletableStore{DB: db, key: "notice/C2"}
+		at := time.Now().UTC()
+		if err := db.Update(context.Background(), func(tx bot.Tx) error {
+			for i, c := range []string{"C1", "C2", "C3"} {
+				th := bot.ThreadRef{Platform: "test", Channel: c, Thread: "T1"}
+				if err := tx.PutOutbox(bot.OutboxItem{Key: "notice/" + c, Kind: bot.OutboxNotice, Thread: th, Text: "hello " + c, CreatedAt: at.Add(time.Duration(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		plat := &recorder{}
+		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			b.Stop(ctx) // the refused item is never flushed
+		}()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		for _, c := range []string{"C1", "C2", "C3"} {
+			if n := len(plat.callsTo(c)); n != 1 {
+				t.Errorf("%s was called %d times, want its notice posted once", c, n)
+			}
+		}
+		var left []string
+		if err := db.View(context.Background(), func(tx bot.Tx) error {
+			items, err := tx.Outbox()
+			for _, it := range items {
+				left = append(left, it.Key)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 1 || left[0] != "notice/C2" {
+			t.Errorf("outbox holds %v, want only the item the store cannot delete", left)
+		}
+	})
+}
+
+// viewCounter is a store whose reads take 10ms and that counts how many are made at once.
+type viewCounter struct {
+	*store.DB
+	mu        sync.Mutex
+	now, most int
+}
+
+func (s *viewCounter) View(ctx context.Context, fn func(tx bot.Tx) error) error {
+	s.mu.Lock()
+	s.now++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+	}()
+	time.Sleep(10 * time.Millisecond)
+	return s.DB.View(ctx, fn)
+}
+
+// TestRendersTakeFewStoreReadsAtOnce sends notices in eight channels at once: their calls go
+// out together, but the workers read the store two at a time (and the loop once), so that on
+// PostgreSQL the dispatcher does not take the pool's connections from the runs.
+func TestRendersTakeFewStoreReadsAtOnce(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		st := &viewCounter{DB: db}
+		at := time.Now().UTC()
+		if err := db.Update(context.Background(), func(tx bot.Tx) error {
+			for i := range 8 {
+				th := bot.ThreadRef{Platform: "test", Channel: fmt.Sprintf("C%d", i), Thread: "T1"}
+				if err := tx.PutOutbox(bot.OutboxItem{Key: fmt.Sprintf("notice/%d", i), Kind: bot.OutboxNotice, Thread: th, Text: "hello", CreatedAt: at.Add(time.Duration(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		plat := &timedPlatform{took: 300 * time.Millisecond}
+		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{plat}, bot.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(plat.calls) != 8 {
+			t.Fatalf("%d notices posted, want 8", len(plat.calls))
+		}
+		if st.most > 3 {
+			t.Errorf("%d store reads at once, want at most 3 (two workers' and the loop's)", st.most)
 		}
 	})
 }

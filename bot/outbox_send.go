@@ -49,6 +49,7 @@ type result struct {
 func (d *dispatcher) call(ctx context.Context, j job) result {
 	r := result{job: j, outcome: outcomeKept}
 	var existing MessageRef
+	d.render <- struct{}{}
 	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
 		if r.msg, err = render(tx, j.it); err != nil {
@@ -57,6 +58,7 @@ func (d *dispatcher) call(ctx context.Context, j job) result {
 		existing, err = postedRef(tx, j.it)
 		return err
 	})
+	<-d.render
 	if err != nil {
 		if ctx.Err() == nil {
 			r.outcome, r.err = outcomeDrop, err

@@ -17,6 +17,9 @@ import (
 	"github.com/loopbot/loopbot/store"
 )
 
+// errRefused is what a refusingStore's writes fail with.
+var errRefused = errors.New("store update: write loopbot.db: no space left on device")
+
 // refusingStore is a store whose writes fail while refuse is set, as on a full disk.
 type refusingStore struct {
 	*store.DB
@@ -25,7 +28,7 @@ type refusingStore struct {
 
 func (s *refusingStore) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
 	if s.refuse.Load() {
-		return errors.New("store update: write loopbot.db: no space left on device")
+		return errRefused
 	}
 	return s.DB.Update(ctx, fn)
 }
@@ -33,7 +36,7 @@ func (s *refusingStore) Update(ctx context.Context, fn func(tx bot.Tx) error) er
 // UpdateFenced refuses as Update does: a run's checkpoints are written through its lease.
 func (s *refusingStore) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
 	if s.refuse.Load() {
-		return errors.New("store update: write loopbot.db: no space left on device")
+		return errRefused
 	}
 	return s.DB.UpdateFenced(ctx, l, fn)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -87,10 +87,10 @@ const (
 )
 
 var (
-	playbookName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	paramName    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	placeholder  = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
-	yamlLine     = regexp.MustCompile(`line (\d+)`)
+	playbookName = lazyre.New(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	paramName    = lazyre.New(`^[a-z][a-z0-9_]{0,31}$`)
+	placeholder  = lazyre.New(`\{\{\s*([^{}]*?)\s*\}\}`)
+	yamlLine     = lazyre.New(`line (\d+)`)
 )
 
 // playbookError is a problem with a playbook file, at a line of it when known.

@@ -207,7 +207,8 @@ func (r *records) checkpoint(tx Tx, st *agent.State, enc EncodedState) error {
 		return errRunEnded
 	}
 	var old *agent.State
-	if slices.ContainsFunc(st.AllCalls(), func(c agent.CallRecord) bool { return c.Status == agent.CallUnknown }) {
+	unknown := st.AnyCall(func(c *agent.CallRecord) bool { return c.Status == agent.CallUnknown })
+	if unknown {
 		stored, err := tx.Run(st.RunID)
 		if err != nil {
 			return err
@@ -220,8 +221,10 @@ func (r *records) checkpoint(tx Tx, st *agent.State, enc EncodedState) error {
 	prev := rec.Status
 	rec.State, rec.Encoded = st, enc
 	deriveStatus(rec)
-	if err := r.tellUnknownOutcomes(tx, rec, old); err != nil {
-		return err
+	if unknown {
+		if err := r.tellUnknownOutcomes(tx, rec, old); err != nil {
+			return err
+		}
 	}
 	if err := r.dropTakenNotes(tx, rec); err != nil {
 		return err

@@ -4,8 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // minEncodedLen is the shortest encoded form that is looked for: a shorter one turns up in
@@ -53,7 +54,7 @@ func base64Inner(enc *base64.Encoding, secret string, k int) string {
 	return full[from:to]
 }
 
-var escapeHex = regexp.MustCompile(`%[0-9A-F]{2}`)
+var escapeHex = lazyre.New(`%[0-9A-F]{2}`)
 
 // lowerEscapes writes a URL encoding's escapes in lower case, as some encoders do.
 func lowerEscapes(s string) string {

@@ -51,6 +51,18 @@ type scheduler struct {
 	held map[string]bool
 	// saveFailures counts the failed saves in a row of each run, for retryDelay.
 	saveFailures map[string]int
+	// unsaved holds, for each run whose last checkpoint the store refused, why: a store
+	// may take a small write (a lease, an ack) while it refuses a run's larger one, so the
+	// store's own last error alone does not tell whether runs are stuck.
+	unsaved map[string]error
+	// holds counts the times each run was held after a failed save, so that a retry timer
+	// of an earlier hold does nothing (heldprobe.go).
+	holds map[string]int
+	// early are the runs held after their first failed save, by when they were held, which
+	// the loop probes at its passes until storeRetry has gone by (heldprobe.go); probing
+	// are those it probes now.
+	early   map[string]time.Time
+	probing map[string]bool
 }
 
 func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger, maxRuns int, sent func()) *scheduler {
@@ -65,6 +77,10 @@ func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger,
 		running:      map[string]context.CancelCauseFunc{},
 		held:         map[string]bool{},
 		saveFailures: map[string]int{},
+		unsaved:      map[string]error{},
+		holds:        map[string]int{},
+		early:        map[string]time.Time{},
+		probing:      map[string]bool{},
 	}
 }
 
@@ -96,6 +112,7 @@ func (s *scheduler) loop(ctx context.Context) {
 			s.log.Error("list runs to start", "err", err)
 			continue
 		}
+		s.probeEarly()
 		s.mu.Lock()
 		for _, id := range ready {
 			if s.stopped || len(s.running) >= s.maxRuns {
@@ -198,6 +215,12 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	}
 	err = s.agent.Run(ctx, rec.State, hooks)
 	stream.end(ctx, rec.State)
+	if !errors.Is(err, agent.ErrCheckpoint) {
+		// The run is no longer waiting to be saved, whatever became of it.
+		s.mu.Lock()
+		delete(s.unsaved, id)
+		s.mu.Unlock()
+	}
 	switch {
 	case errors.Is(err, ErrFenced) || errors.Is(context.Cause(ctx), ErrFenced):
 		// Another replica took the run over: what it does now is the run's, and this
@@ -221,9 +244,14 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.saveFailures[id]++
 		n := s.saveFailures[id]
 		s.held[id] = true
+		s.holds[id]++
+		hold := s.holds[id]
+		if n == 1 {
+			s.early[id] = time.Now()
+		}
 		s.mu.Unlock()
 		s.log.Error("run could not be saved; it resumes from its last saved step once the store takes writes again", "run", id, "failures", n, "err", err)
-		s.retryHeld(id, retryDelay(n))
+		s.retryHeld(id, hold, retryDelay(n))
 		return
 	default:
 		s.log.Error("run failed", "run", id, "err", err)
@@ -276,9 +304,28 @@ func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
 		}
 	}
 	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st, enc) }); err != nil {
+		if !errors.Is(err, ErrFenced) && ctx.Err() == nil {
+			s.mu.Lock()
+			s.unsaved[st.RunID] = err
+			s.mu.Unlock()
+		}
 		return fmt.Errorf("save run: %w", err)
 	}
+	s.mu.Lock()
+	delete(s.unsaved, st.RunID)
+	s.mu.Unlock()
 	s.sent()
+	return nil
+}
+
+// saveError returns why a run's last checkpoint was refused, if some run's was and it has
+// not been saved since; nil otherwise.
+func (s *scheduler) saveError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, err := range s.unsaved {
+		return err
+	}
 	return nil
 }
 
@@ -325,28 +372,23 @@ func retryDelay(n int) time.Duration {
 	return min(d, 5*time.Minute)
 }
 
-// retryHeld releases a run held by a failed save once a write of its record succeeds, trying
-// every delay until then or until the bot stops. The probe is a write, not a resume, so
-// that a store that still refuses writes costs no model call.
-func (s *scheduler) retryHeld(id string, delay time.Duration) {
+// retryHeld releases a run held by a failed save (its hold-th) once a write of its record
+// succeeds, trying every delay until then, until the bot stops or until the run was
+// released otherwise (an early probe). The probe is a write, not a resume, so that a store
+// that still refuses writes costs no model call.
+func (s *scheduler) retryHeld(id string, hold int, delay time.Duration) {
 	time.AfterFunc(delay, func() {
 		s.mu.Lock()
-		stopped := s.stopped
+		stale := s.stopped || !s.held[id] || s.holds[id] != hold
 		s.mu.Unlock()
-		if stopped {
+		if stale {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), delay)
-		defer cancel()
-		if err := s.store.Update(ctx, func(tx Tx) error { return s.recs.touch(tx, id) }); err != nil {
+		if err := s.probe(id, delay); err != nil {
 			s.log.Warn("held run: the store still refuses writes", "run", id, "err", err)
-			s.retryHeld(id, delay)
+			s.retryHeld(id, hold, delay)
 			return
 		}
-		s.log.Info("held run: the store takes writes again; resuming", "run", id)
-		s.mu.Lock()
-		delete(s.held, id)
-		s.mu.Unlock()
-		s.poke()
+		s.release(id, hold)
 	})
 }

@@ -82,6 +82,7 @@ type DB struct {
 	// whether a leader is committing.
 	wmu     sync.Mutex
 	queue   []*write
+	firsts  []*write // writes of updateFirst, which go ahead of queue
 	writing bool
 
 	// Records found not to decode, to be moved to the quarantine bucket once the
@@ -155,6 +156,13 @@ func Open(path string, opts ...Option) (*DB, error) {
 	}
 }
 
+// initialMmapSize is the mapping bbolt starts with, and so the size the file first grows
+// to (bbolt grows a file under 16 MB to its mapping): a new store's first commits would
+// otherwise each grow the file (a truncate and a sync of its own) and map it again, which
+// waits for every reader, while an intake commit waits behind them. The file is sparse,
+// so the space not written takes no room on disk.
+const initialMmapSize = 16 << 20
+
 // openFile checks and opens the file at path, and reports whether the path names another
 // file by the time its lock was granted, before writing anything to it.
 func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
@@ -167,7 +175,7 @@ func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
 	var file *os.File
 	err := guard(func() error {
 		var err error
-		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout,
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout, InitialMmapSize: initialMmapSize,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag, perm)
 				file = f
@@ -298,6 +306,14 @@ func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
 	// Whatever fn found undecodable is moved aside once its transaction has ended.
 	defer db.quarantine()
 	return db.update(ctx, func(t *tx) error { return fn(t) })
+}
+
+// UpdateFirst is Update for a write a caller waits on at once, as a platform waits for the
+// acknowledgement of the events bot.Bot.Accept stores: it goes into the next transaction
+// ahead of the writes already waiting (group.go).
+func (db *DB) UpdateFirst(ctx context.Context, fn func(tx bot.Tx) error) error {
+	defer db.quarantine()
+	return db.updateFirst(ctx, func(t *tx) error { return fn(t) })
 }
 
 // View runs fn in one read-only transaction, which sees a consistent snapshot.

@@ -32,6 +32,8 @@
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)
 //	memory          channel key + NUL + fact ID -> bot.MemoryFact (a channel's memory)
 //	inbox           event ID -> bot.InboxEntry (accepted and not yet handled, bot/inbox.go)
+//	console_rows    8-byte number -> a row of the web console's view (console.go)
+//	console_keys    thread + NUL + key -> the number of its row in console_rows
 //	holds           pace key -> bot.Hold (a channel held by a platform's Retry-After,
 //	                kept across restarts; holds.go)
 //
@@ -50,6 +52,13 @@
 // with its square. RunBrief, which the dispatcher renders cards from, does not read the
 // messages at all, and PutRunHead, which saves a card's reference, rewrites the run's
 // record and head without its state's lists.
+//
+// The one writer runs every run's checkpoint one after another, so what it does for each is
+// kept small (encoded.go): the run's goroutine has the state encoded before it queues
+// (EncodeState), and PutRun compares those bytes with the stored items in one cursor walk.
+// Values are read with encoding/json's rules on encoding/json/v2's implementation (codec.go),
+// and Outbox decodes only the items whose bytes changed since it last listed them
+// (outboxcache.go).
 //
 // # Damage
 //

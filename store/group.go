@@ -52,12 +52,27 @@ type outcome struct {
 
 // update runs fn in a write transaction, in a group with the writes that queue up meanwhile.
 func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
+	return db.enqueue(ctx, fn, false)
+}
+
+// updateFirst is update for a write someone waits on at once (the intake of events a
+// platform waits to see acknowledged): it goes into the next transaction ahead of the
+// writes already waiting, behind only the commit under way and the other such writes.
+func (db *DB) updateFirst(ctx context.Context, fn func(t *tx) error) error {
+	return db.enqueue(ctx, fn, true)
+}
+
+func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
-	db.queue = append(db.queue, w)
+	if first {
+		db.firsts = append(db.firsts, w)
+	} else {
+		db.queue = append(db.queue, w)
+	}
 	lead := !db.writing
 	db.writing = true
 	db.wmu.Unlock()
@@ -67,28 +82,39 @@ func (db *DB) update(ctx context.Context, fn func(t *tx) error) error {
 			return db.settle(ctx, w, o)
 		}
 	}
-	// Only a leader takes from the queue and there is one at a time, so w is still in it:
-	// it was first when it was told to lead, or alone when it found no commit under way.
+	// Only a leader takes from the queues and there is one at a time, so w is still in
+	// its queue, first: it was first of the two when it was told to lead, or alone when it
+	// found no commit under way, and what came since went behind it. So the group, the
+	// firsts and then the rest, holds it.
 	db.wmu.Lock()
-	n := min(len(db.queue), maxGroup)
-	group := db.queue[:n:n]
-	db.queue = db.queue[n:]
+	k := min(len(db.firsts), maxGroup)
+	if !first {
+		k = min(k, maxGroup-1)
+	}
+	n := min(len(db.queue), maxGroup-k)
+	group := make([]*write, 0, k+n)
+	group = append(append(group, db.firsts[:k]...), db.queue[:n]...)
+	db.firsts, db.queue = db.firsts[k:], db.queue[n:]
 	db.wmu.Unlock()
 	db.lead(group)
 	return db.settle(ctx, w, <-w.done)
 }
 
-// lead commits group and hands the lead to the first writer queued meanwhile. The hand-off
+// lead commits group and hands the lead to the first writer queued meanwhile, a first one
+// before the others. The hand-off
 // is deferred so that it happens even when a function ends the leader's goroutine, as
 // runtime.Goexit (t.FailNow in a test) does: the writers behind would wait forever.
 func (db *DB) lead(group []*write) {
 	defer func() {
 		db.wmu.Lock()
 		defer db.wmu.Unlock()
-		if len(db.queue) > 0 {
+		switch {
+		case len(db.firsts) > 0:
+			db.firsts[0].done <- outcome{lead: true}
+		case len(db.queue) > 0:
 			db.queue[0].done <- outcome{lead: true}
-		} else {
-			db.writing, db.queue = false, nil
+		default:
+			db.writing, db.queue, db.firsts = false, nil, nil
 		}
 	}()
 	db.commit(group)

@@ -56,11 +56,12 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 		cache = &t.db.outbox
 		seen = cache.load()
 	}
-	next := make(map[string]cachedItem, len(seen))
 	out := make([]bot.OutboxItem, 0, len(seen))
+	hits := make([]string, 0, len(seen)) // keys of the items found decoded
+	var fresh []cachedItem               // items decoded now
 	err = b.ForEach(func(k, v []byte) error {
 		if c, ok := seen[string(k)]; ok && bytes.Equal(c.raw, v) {
-			next[c.item.Key] = c
+			hits = append(hits, c.item.Key)
 			out = append(out, c.item)
 			return nil
 		}
@@ -72,7 +73,7 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 			return nil
 		}
 		if it.Key == string(k) {
-			next[it.Key] = cachedItem{raw: bytes.Clone(v), item: *it}
+			fresh = append(fresh, cachedItem{raw: bytes.Clone(v), item: *it})
 		}
 		out = append(out, *it)
 		return nil
@@ -80,7 +81,16 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list outbox item: %w", err)
 	}
-	if cache != nil {
+	// A new map only when the outbox changed since the last one was made: listing an
+	// unchanged outbox of a thousand items allocates no map of a thousand entries.
+	if cache != nil && (len(fresh) > 0 || len(hits) != len(seen)) {
+		next := make(map[string]cachedItem, len(hits)+len(fresh))
+		for _, k := range hits {
+			next[k] = seen[k]
+		}
+		for _, c := range fresh {
+			next[c.item.Key] = c
+		}
 		cache.store(next)
 	}
 	slices.SortStableFunc(out, func(a, b bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })

@@ -56,14 +56,28 @@ func splitState(st *agent.State) *agent.State {
 }
 
 // putItems stores list, the encoded run's items of kind, writing only the elements that
-// differ from the stored ones, and deleting stored elements past its end.
+// differ from the stored ones, and deleting stored elements past its end. The stored ones
+// are read with one cursor walk, not a lookup each: the walk is done before any write, since
+// bbolt's cursors do not survive a change of their bucket.
 func putItems(items *bolt.Bucket, runKey []byte, kind byte, list [][]byte) error {
-	for i, data := range list {
-		k := itemKey(runKey, kind, i)
-		if bytes.Equal(items.Get(k), data) {
-			continue
+	prefix := itemKey(runKey, kind, 0)[:runKeyLen+1]
+	var changed []int
+	n := 0 // stored elements walked, each at its index
+	c := items.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < len(list); k, v = c.Next() {
+		if len(k) != itemKeyLen || int(binary.BigEndian.Uint32(k[runKeyLen+1:])) != n {
+			break // a broken sequence: what was not walked is written whole
 		}
-		if err := items.Put(k, data); err != nil {
+		if !bytes.Equal(v, list[n]) {
+			changed = append(changed, n)
+		}
+		n++
+	}
+	for i := n; i < len(list); i++ {
+		changed = append(changed, i)
+	}
+	for _, i := range changed {
+		if err := items.Put(itemKey(runKey, kind, i), list[i]); err != nil {
 			return fmt.Errorf("item %c%d: %w", kind, i, err)
 		}
 	}

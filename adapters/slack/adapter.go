@@ -27,6 +27,12 @@ type Adapter struct {
 	// decoded, if set, is told how many decoded envelopes wait for the acker after each
 	// one the receiving loop decodes, so that a test can see a batch form.
 	decoded func(waiting int)
+	// pingTimeout, if set, replaces socketPingTimeout, so that tests can see a silent
+	// connection replaced.
+	pingTimeout time.Duration
+	// intakeHold, if set, replaces intakeHold, so that tests can hold the workers as long
+	// as they need or not at all.
+	intakeHold time.Duration
 	// status is what each thread's assistant status was last set to (Config.Assistant).
 	status statuses
 	// streams are the answers being streamed (stream.go).

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // Modes of receiving events.
@@ -23,7 +24,7 @@ const (
 const DefaultCommand = "/loopbot"
 
 // slashName is what Slack accepts as a slash command's name.
-var slashName = regexp.MustCompile(`^/[a-z0-9_\-]{1,31}$`)
+var slashName = lazyre.New(`^/[a-z0-9_\-]{1,31}$`)
 
 // DefaultAPIURL is Slack's Web API.
 const DefaultAPIURL = "https://slack.com/api/"

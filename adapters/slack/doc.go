@@ -5,17 +5,19 @@
 // # Receiving
 //
 // Socket Mode (the default) needs no public URL: Run opens a websocket with the app-level
-// token and slack-go's socketmode client, which reconnects whenever Slack asks. HTTP mode
-// serves the Events API, interactivity and slash commands on one handler, verifying every
+// token (apps.connections.open) and reads it on its own loop (socketconn.go), which
+// reconnects whenever Slack asks, the socket dies or Slack stops pinging. HTTP mode serves
+// the Events API, interactivity and slash commands on one handler, verifying every
 // request's signature on its raw body first. Either way each delivery is acknowledged
-// first and handled after, so Slack gets its answer within 3 seconds; a delivery that was
-// acknowledged is handled even if Run is stopping, and one that was not is left for Slack
-// to deliver again. Receiving never waits for the bot: a few workers handle deliveries,
-// each thread's on one worker and in the order Slack sent them, and each worker queues up
-// to 1,024; past that a delivery is not acknowledged (Socket Mode) or is answered 503
-// (HTTP mode), and Slack delivers it again later. Deliveries reach the bot as Slack sent
-// them, redeliveries included: Event.ID is Slack's event_id (or the click's or command's
-// trigger_id), and the bot dedupes on it.
+// first and handled after, so Slack gets its answer within 3 seconds (in Socket Mode the
+// workers wait while envelopes read after a job wait for their acks, intake.go); a
+// delivery that was acknowledged is handled even if Run is stopping, and one that was not
+// is left for Slack to deliver again. Receiving never waits for the bot: a few workers
+// handle deliveries, each thread's on one worker and in the order Slack sent them, and
+// each worker queues up to 1,024; past that a delivery is not acknowledged (Socket Mode)
+// or is answered 503 (HTTP mode), and Slack delivers it again later. Deliveries reach the
+// bot as Slack sent them, redeliveries included: Event.ID is Slack's event_id (or the
+// click's or command's trigger_id), and the bot dedupes on it.
 //
 // What becomes which event:
 //

@@ -2,11 +2,12 @@ package slack
 
 import (
 	"net/url"
-	"regexp"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // anyURL finds URLs in text meant for logs.
-var anyURL = regexp.MustCompile(`https?://[^\s"'<>]+`)
+var anyURL = lazyre.New(`https?://[^\s"'<>]+`)
 
 // logSafe is err as text for a log line, with every URL cut to its scheme and host. A slash
 // command's response_url is a bearer credential: whoever has it may post into the channel as

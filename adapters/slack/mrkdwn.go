@@ -1,11 +1,11 @@
 package slack
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/bot/text"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // escaper turns the three characters Slack gives meaning to into entities. With them
@@ -19,7 +19,7 @@ func escape(s string) string { return neutralize(escaper.Replace(s)) }
 // broadcast matches the words Slack may treat as a broadcast when a message is sent with
 // link_names (loopbot never sets it): a word joiner after the @ keeps them inert even if a
 // client or a future default did.
-var broadcast = regexp.MustCompile(`(?i)@(channel|here|everyone)\b`)
+var broadcast = lazyre.New(`(?i)@(channel|here|everyone)\b`)
 
 func neutralize(s string) string { return broadcast.ReplaceAllString(s, "@\u2060$1") }
 
@@ -124,7 +124,7 @@ func writeSpans(b *strings.Builder, spans []text.Span, bold bool) {
 
 // linkURL is a URL that may be a link: http or https, and nothing that would end Slack's
 // <url|text> early.
-var linkURL = regexp.MustCompile(`^https?://[^\s()<>|]+$`)
+var linkURL = lazyre.New(`^https?://[^\s()<>|]+$`)
 
 // raw is the source of spans, as written.
 func raw(spans []text.Span) string {

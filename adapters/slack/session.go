@@ -52,6 +52,8 @@ type session struct {
 	acc    acceptor // h, when it accepts events; nil otherwise
 	self   identity
 	queues [workers]*queue
+	// intake holds the workers while envelopes wait for their acknowledgement (intake.go).
+	intake *intake
 	wg     sync.WaitGroup
 	// work is the context of handling: it outlives Run's context by the drain.
 	work     context.Context
@@ -60,7 +62,11 @@ type session struct {
 }
 
 func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) *session {
-	s := &session{a: a, h: h, self: self}
+	hold := intakeHold
+	if a.intakeHold > 0 {
+		hold = a.intakeHold
+	}
+	s := &session{a: a, h: h, self: self, intake: newIntake(hold, intakeLinger)}
 	s.acc, _ = h.(acceptor)
 	s.work, s.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	limit := queueCap
@@ -76,6 +82,7 @@ func (a *Adapter) newSession(ctx context.Context, h bot.Handler, self identity) 
 				if !ok {
 					return
 				}
+				s.intake.wait(s.work)
 				s.process(j)
 			}
 		})
@@ -145,6 +152,7 @@ func (s *session) drain() {
 		return
 	}
 	s.closed = true
+	s.intake.reset()
 	for _, q := range s.queues {
 		q.close()
 	}
@@ -330,6 +338,17 @@ func (s *session) notice(ctx context.Context, j job, text string) {
 
 // fromEvent turns a decoded Events API callback into a job, or nothing.
 func (s *session) fromEvent(body []byte) (job, bool) {
+	cb, m, err := decodeCallback(body)
+	if err != nil {
+		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
+		return job{}, false
+	}
+	if cb.Type != "event_callback" {
+		return job{}, false
+	}
+	if m.Type != "assistant_thread_started" {
+		return s.fromMessage(cb, m)
+	}
 	if id, thread, ok, err := decodeThreadStarted(body); ok || err != nil {
 		if err != nil {
 			s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
@@ -339,7 +358,12 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 		}
 		return job{ev: bot.Event{ID: id, Thread: thread}, prompts: true}, true
 	}
-	ev, ts, ok, err := decodeMessage(body, s.self)
+	return job{}, false
+}
+
+// fromMessage turns a decoded message event into a job, or nothing.
+func (s *session) fromMessage(cb callback, m message) (job, bool) {
+	ev, ts, ok, err := messageOf(cb, m, s.self)
 	switch {
 	case err != nil:
 		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))

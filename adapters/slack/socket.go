@@ -3,11 +3,8 @@ package slack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-
-	"github.com/slack-go/slack/socketmode"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -34,24 +31,35 @@ func (a *Adapter) Run(ctx context.Context, h bot.Handler) error {
 	return a.runSocket(ctx, h)
 }
 
-// runSocket is Run in Socket Mode. slack-go's client reconnects by itself when Slack asks
-// (disconnect: refresh_requested, warning, link_disabled) or the socket dies; events already
-// taken from it are acknowledged and queued independently of the connection, so none is
-// lost or handled twice across a reconnect. An envelope that was never acknowledged is
-// delivered again by Slack, with the same event_id.
+// runSocket is Run in Socket Mode, on the adapter's own connection (socketconn.go), which
+// reconnects when Slack asks (disconnect: refresh_requested, warning, link_disabled) or the
+// socket dies; events already taken from it are acknowledged and queued independently of
+// the connection, so none is lost or handled twice across a reconnect. An envelope that was
+// never acknowledged is delivered again by Slack, with the same event_id.
 func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	self, err := a.whoami(ctx)
 	if err != nil {
 		return fmt.Errorf("slack socket mode: %w", err)
 	}
-	sm := socketmode.New(a.api)
+	sc := newSocketClient(a)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The connection's reader hands envelopes over as they are read; it waits when this loop
+	// is behind, which leaves them in the socket.
+	envelopes := make(chan envelope, maxBatch)
 	done := make(chan error, 1)
-	go func() { done <- sm.RunContext(runCtx) }()
-
 	s := a.newSession(ctx, h, self)
 	defer s.drain()
+	go func() {
+		done <- sc.run(runCtx, func(e envelope) {
+			s.intake.arrived()
+			select {
+			case envelopes <- e:
+			case <-runCtx.Done():
+			}
+		})
+	}()
+
 	// The acker accepts and acknowledges one batch at a time, in the order they came,
 	// while this loop decodes what arrives meanwhile into the next: a burst is accepted
 	// in as many transactions as there are disk syncs in its time, each batch the
@@ -61,7 +69,7 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	go func() {
 		defer close(acked)
 		for ds := range batches {
-			a.ackDeliveries(ctx, sm, s, ds)
+			a.ackDeliveries(ctx, sc, s, ds)
 		}
 	}()
 	var next []delivery
@@ -80,9 +88,9 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 		if len(next) > 0 {
 			give = batches
 		}
-		var events <-chan socketmode.Event
+		var in <-chan envelope
 		if len(next) < maxBatch {
-			events = sm.Events
+			in = envelopes
 		}
 		select {
 		case <-ctx.Done():
@@ -96,9 +104,11 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 			return fmt.Errorf("slack socket mode: %w", err)
 		case give <- next:
 			next = nil
-		case ev := <-events:
-			if d, ok := a.decodeSocketEvent(ctx, sm, s, ev); ok {
+		case e := <-in:
+			if d, ok := a.decodeEnvelopeJob(s, e); ok {
 				next = append(next, d)
+			} else {
+				s.intake.settled(1)
 			}
 			if a.decoded != nil {
 				a.decoded(len(next))
@@ -124,7 +134,7 @@ type delivery struct {
 // The jobs that reach the bot as they are are accepted first, all in one call (one
 // transaction), and acknowledged only once that has returned: an acknowledged event is
 // never lost, even to a kill -9.
-func (a *Adapter) ackDeliveries(ctx context.Context, sm *socketmode.Client, s *session, ds []delivery) {
+func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *session, ds []delivery) {
 	var accept []bot.Event
 	var accepted []int
 	for i, d := range ds {
@@ -154,19 +164,28 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sm *socketmode.Client, s *s
 			a.log.Error("slack: accept events; envelopes left unacknowledged for Slack to deliver again", "count", len(accept), "err", logSafe(err))
 		}
 	}
+	// The acks are written together, and only then are the jobs handed on.
+	var acks []ackFrame
+	for _, d := range ds {
+		if !d.dropped {
+			acks = append(acks, ackFrame{d.envelope, d.answer})
+		}
+	}
+	var err error
+	if len(acks) > 0 {
+		if err = sc.ack(acks...); err != nil {
+			a.log.Warn("slack: ack envelopes", "count", len(acks), "err", logSafe(err))
+		}
+	}
 	for i := range ds {
 		d := &ds[i]
 		if d.dropped {
 			continue
 		}
-		err := sm.AckCtx(ctx, d.envelope, d.answer)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			a.log.Warn("slack: ack envelope", "envelope", d.envelope, "err", logSafe(err))
-		}
 		switch {
 		case d.q == nil:
 		case err != nil && !d.durable:
-			// The ack could not even be queued (Run is ending): the job is left for
+			// The ack was not written (the connection is gone): the job is left for
 			// Slack to deliver again.
 			d.q.release()
 		default:
@@ -175,60 +194,29 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sm *socketmode.Client, s *s
 			d.q.commit(d.job)
 		}
 	}
+	s.intake.settled(len(ds))
 }
 
-// decodeSocketEvent decodes a Socket Mode envelope into the delivery to acknowledge, with
-// room reserved for its job. It acknowledges at once what carries nothing to handle (an
-// envelope slack-go could not parse), and reports false for that and for what is not to
-// be acknowledged.
-func (a *Adapter) decodeSocketEvent(ctx context.Context, sm *socketmode.Client, s *session, ev socketmode.Event) (delivery, bool) {
-	switch ev.Type {
-	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
-	case socketmode.EventTypeErrorBadMessage:
-		// slack-go could not parse the envelope (an event type it does not know, a payload
-		// of the wrong shape). It is still acknowledged when it has an envelope ID: Slack
-		// would otherwise deliver it again and again.
-		bad, _ := ev.Data.(*socketmode.ErrorBadMessage)
-		if bad == nil {
-			return delivery{}, false
-		}
-		var env struct {
-			EnvelopeID string `json:"envelope_id"`
-		}
-		if json.Unmarshal(bad.Message, &env) == nil && env.EnvelopeID != "" {
-			if err := sm.AckCtx(ctx, env.EnvelopeID, nil); err != nil {
-				a.log.Warn("slack: ack unparsable envelope", "envelope", env.EnvelopeID, "err", logSafe(err))
-			}
-		}
-		a.log.Warn("slack: unparsable socket mode envelope acknowledged and dropped", "envelope", env.EnvelopeID, "err", logSafe(bad.Cause))
-		return delivery{}, false
-	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
-		// A failed ack write needs nothing more: Slack delivers the envelope again and
-		// the bot dedupes it.
-		a.log.Warn("slack: socket mode", "event", ev.Type, "detail", logSafe(fmt.Errorf("%v", ev.Data)))
-		return delivery{}, false
-	case socketmode.EventTypeInvalidAuth:
-		a.log.Error("slack: socket mode: the app token was refused")
-		return delivery{}, false
-	default:
-		a.log.Debug("slack: socket mode", "event", ev.Type)
+// decodeEnvelopeJob decodes a Socket Mode envelope's payload into the delivery to
+// acknowledge, with room reserved for its job. What carries nothing to handle (an envelope
+// of a type loopbot does not know, a payload that does not decode) is still acknowledged,
+// or Slack would deliver it again and again. It reports false for what is not to be
+// acknowledged.
+func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
+	if e.EnvelopeID == "" {
+		a.log.Warn("slack: socket mode envelope without an envelope_id", "type", e.Type)
 		return delivery{}, false
 	}
-	req := ev.Request
-	if req == nil || req.EnvelopeID == "" {
-		a.log.Warn("slack: socket mode envelope without an envelope_id", "type", ev.Type)
-		return delivery{}, false
-	}
-	d := delivery{envelope: req.EnvelopeID}
+	d := delivery{envelope: e.EnvelopeID}
 	var ok bool
-	switch ev.Type {
-	case socketmode.EventTypeEventsAPI:
-		d.job, ok = s.fromEvent(req.Payload)
-	case socketmode.EventTypeInteractive:
-		d.job, ok = s.fromInteraction(req.Payload)
-	case socketmode.EventTypeSlashCommand:
+	switch e.Type {
+	case "events_api":
+		d.job, ok = s.fromEvent(e.Payload)
+	case "interactive":
+		d.job, ok = s.fromInteraction(e.Payload)
+	case "slash_commands":
 		var sc slashCommand
-		if err := json.Unmarshal(req.Payload, &sc); err != nil {
+		if err := json.Unmarshal(e.Payload, &sc); err != nil {
 			a.log.Warn("slack: undecodable slash command acknowledged and dropped", "err", logSafe(err))
 			break
 		}
@@ -237,6 +225,8 @@ func (a *Adapter) decodeSocketEvent(ctx context.Context, sm *socketmode.Client, 
 		if reply != "" {
 			d.answer = ephemeral(reply)
 		}
+	default:
+		a.log.Warn("slack: socket mode envelope of an unknown type acknowledged and dropped", "type", e.Type, "envelope", e.EnvelopeID)
 	}
 	if !ok {
 		return d, true
@@ -247,7 +237,7 @@ func (a *Adapter) decodeSocketEvent(ctx context.Context, sm *socketmode.Client, 
 	q := s.queueFor(d.job)
 	if !q.reserve() {
 		a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
-			"envelope", req.EnvelopeID, "event", d.job.ev.ID, "channel", d.job.ev.Thread.Channel)
+			"envelope", e.EnvelopeID, "event", d.job.ev.ID, "channel", d.job.ev.Thread.Channel)
 		return delivery{}, false
 	}
 	d.q, d.durable = q, s.durable(d.job)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"slices"
@@ -37,7 +36,7 @@ type Adapter struct {
 	cfg   Config
 	now   func() time.Time
 	log   *slog.Logger
-	index *template.Template
+	index *indexPage
 	// epoch tells this process's event and message IDs from a previous one's, so that a
 	// browser reconnecting after a restart gets a full snapshot.
 	epoch  string
@@ -55,6 +54,13 @@ type Adapter struct {
 	hist      *history
 	histPath  string
 	histLimit int64
+	// vs keeps the view when replicas share it (WithViewStore, viewstore.go); sh follows
+	// it. viewPoll replaces the poll's ticker in tests.
+	vs       ViewStore
+	sh       *shared
+	viewPoll <-chan time.Time
+	// idTag makes this process's message IDs its own.
+	idTag string
 	// workspace returns a run's workspace directory, for the view of the files it wrote
 	// (WithWorkspaces, files.go); nil serves none.
 	workspace func(runID string) string
@@ -188,7 +194,11 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
 	}
-	index, err := template.ParseFS(static, "static/index.html")
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		return nil, fmt.Errorf("new web console: %w", err)
+	}
+	index, err := parseIndexPage(string(page))
 	if err != nil {
 		return nil, fmt.Errorf("new web console: parse index page: %w", err)
 	}
@@ -206,12 +216,23 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	for _, o := range opts {
 		o(a)
 	}
+	a.idTag = a.epoch
+	if a.vs != nil {
+		// Event IDs are the shared view's numbers, the same on every replica.
+		a.epoch = "v"
+	}
 	a.seeAll = slices.Clone(a.policy.Approvers)
 	for _, v := range cfg.Viewers {
 		a.seeAll = append(a.seeAll, userPrefix+v)
 	}
 	if err := a.checkIdentityRules(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
+	}
+	if a.vs != nil {
+		if err := a.openShared(a.viewPoll); err != nil {
+			return nil, fmt.Errorf("new web console: %w", err)
+		}
+		return a, nil
 	}
 	if a.histPath != "" {
 		h, recs, err := openHistory(a.histPath, a.histLimit, a.log)
@@ -227,6 +248,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 // Close writes what the history has queued and closes its file. The console must not be
 // used after.
 func (a *Adapter) Close() error {
+	a.closeShared()
 	if a.hist == nil {
 		return nil
 	}
@@ -276,6 +298,9 @@ func (a *Adapter) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (
 	if err := ctx.Err(); err != nil {
 		return bot.MessageRef{}, fmt.Errorf("post to web console: %w", err)
 	}
+	if a.vs != nil {
+		return a.postShared(ctx, th, msg)
+	}
 	defer a.flushHistory()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -287,7 +312,7 @@ func (a *Adapter) Post(ctx context.Context, th bot.ThreadRef, msg bot.Message) (
 		a.publishLive(t)
 	}
 	a.msgs++
-	e := a.add(t, &entry{id: fmt.Sprintf("m%s-%d", a.epoch, a.msgs), kind: string(msg.Kind), msg: msg})
+	e := a.add(t, &entry{id: fmt.Sprintf("m%s-%d", a.idTag, a.msgs), kind: string(msg.Kind), msg: msg})
 	a.touch(t, msg)
 	return bot.MessageRef{Thread: th, ID: e.id}, nil
 }
@@ -304,6 +329,9 @@ func (a *Adapter) Update(ctx context.Context, ref bot.MessageRef, msg bot.Messag
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("update web console message: %w", err)
+	}
+	if a.vs != nil {
+		return a.updateShared(ctx, ref, msg)
 	}
 	defer a.flushHistory()
 	a.mu.Lock()

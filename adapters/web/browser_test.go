@@ -156,7 +156,8 @@ func serveWith(t *testing.T, dbPath, addr string, model *llmtest.Server, tools [
 		t.Fatal(err)
 	}
 	webCfg.Banner = "DEMO MODE: a scripted model is playing a sample run"
-	con, err := web.New(webCfg, append([]web.Option{web.WithPolicy(cfg.Policy)}, opts...)...)
+	// The console keeps its view in the bot's store, as cmd wires it.
+	con, err := web.New(webCfg, append([]web.Option{web.WithPolicy(cfg.Policy), web.WithViewStore(db)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +216,11 @@ func (d *daemon) stop(t *testing.T) {
 	// The page's event stream never ends on its own.
 	d.srv.CloseClientConnections()
 	d.srv.Close()
-	if err := d.db.Close(); err != nil {
-		t.Errorf("close store: %v", err)
-	}
 	if err := d.con.Close(); err != nil {
 		t.Errorf("close console: %v", err)
+	}
+	if err := d.db.Close(); err != nil {
+		t.Errorf("close store: %v", err)
 	}
 }
 
@@ -263,7 +264,25 @@ func browser(t *testing.T) context.Context {
 // textIn waits until the element sel contains text.
 func textIn(sel, text string) chromedp.Action[chromedp.Void] {
 	js := fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent.includes(%q))`, sel, text)
-	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))
+	poll := chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		// The poll runs in the page's JavaScript context. When a navigation replaces that
+		// context while the poll waits (the login's redirect landing late on a loaded
+		// machine), Chrome answers that the context is gone: poll again in the new one.
+		for tries := 1; ; tries++ {
+			v, err := poll(ctx, t)
+			if err == nil || !isContextGone(err) || ctx.Err() != nil || tries == 20 {
+				return v, err
+			}
+		}
+	}
+}
+
+// isContextGone tells Chrome's errors for a JavaScript context that a navigation replaced.
+func isContextGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed")
 }
 
 // text returns the text of the first element sel matches.
@@ -424,17 +443,20 @@ func TestBrowserReject(t *testing.T) {
 	}
 }
 
-// TestBrowserRestart restarts loopbot while an approval is pending. The new process's
-// console knows no thread, so the page's stream is refused with a 404 until the bot starts
-// and re-sends the pending cards; the page must retry by itself, show the approval card
-// again, and an Approve clicked there must run the tool once across both processes.
+// TestBrowserRestart restarts loopbot while an approval is pending, with a console that
+// keeps no view (no store, no history: a thread it forgot is the same to the page). The new
+// process's console knows no thread, so the page's stream is refused with a 404 until the
+// bot starts and re-sends the pending cards; the page must retry by itself, show the
+// approval card again, and an Approve clicked there must run the tool once across both
+// processes.
 func TestBrowserRestart(t *testing.T) {
 	ctx := browser(t)
 	tool := &deploy{risk: agent.RiskConfirm}
 	model := llmtest.NewTest(t, deployScript()...)
 	dbPath := filepath.Join(t.TempDir(), "bot.db")
 
-	first := serve(t, dbPath, "127.0.0.1:0", model, tool, bot.Config{}, web.Config{})
+	noView := web.WithViewStore(nil)
+	first := serveWith(t, dbPath, "127.0.0.1:0", model, []agent.Tool{tool}, agent.Config{MaxSteps: 10}, bot.Config{}, web.Config{}, noView)
 	first.start(t)
 	url, addr := first.srv.URL, first.addr()
 	if err := chromedp.Do(ctx, startGoal(url, "", "you")); err != nil {
@@ -444,7 +466,7 @@ func TestBrowserRestart(t *testing.T) {
 
 	// The console comes back on the same address before the bot starts, as it may when
 	// loopbot starts: until the bot re-sends the cards, the thread is unknown.
-	second := serve(t, dbPath, addr, model, tool, bot.Config{}, web.Config{})
+	second := serveWith(t, dbPath, addr, model, []agent.Tool{tool}, agent.Config{MaxSteps: 10}, bot.Config{}, web.Config{}, noView)
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	select {

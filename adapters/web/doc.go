@@ -6,11 +6,13 @@
 // Reject, failure summaries and the answer. A reply box continues the thread or answers the run's question.
 //
 // The adapter keeps the console's threads and their messages in memory, bounded by
-// Config.MaxThreads and Config.MaxMessages, and with WithHistory in a file of its own
-// (history.go), from which it rebuilds them after a restart: titles, messages in their
+// Config.MaxThreads and Config.MaxMessages, and with WithViewStore in the bot's store
+// (viewstore.go), which every replica's console follows through the store's notifications,
+// so that a person may use any replica; with WithHistory alone, in a file of its own
+// (history.go). From either it rebuilds them after a restart: titles, messages in their
 // order, cards as last shown. They are the console's view only: the runs themselves are
 // durable in the bot's store, and the bot's edits after a restart find the messages they
-// edit. Without a history, the bot's next post or edit recreates the thread it goes to.
+// edit. Without either, the bot's next post or edit recreates the thread it goes to.
 // Each message is shown as a chat row: the author's initials as an avatar, their name and
 // the time. A question's buttons go once the bot has taken a click on one of them (the bot
 // edits status and approval cards itself, never a question). Outside the reply box, the

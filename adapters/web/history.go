@@ -24,6 +24,9 @@ import (
 // store; the adapter does not read that store (only cmd and store import it), and the bot
 // keeps no record of what a platform showed, so the view is the adapter's to keep.
 //
+// Given a ViewStore (viewstore.go), the console keeps its view there instead, as rows that
+// are these records, and imports a history file it finds once.
+//
 // The file is JSON lines, one record a change, appended in the order of the changes. It is
 // rewritten from the console's memory, which MaxThreads and MaxMessages bound, when it grows
 // past its limit, so it never holds much more than the view itself.

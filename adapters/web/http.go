@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -174,15 +173,10 @@ func (a *Adapter) guard(next http.Handler) http.Handler {
 }
 
 func (a *Adapter) serveIndex(w http.ResponseWriter, r *http.Request) {
-	var b bytes.Buffer
-	if err := a.index.Execute(&b, struct{ Banner, Warning string }{a.cfg.Banner, a.warning}); err != nil {
-		a.log.Error("web console: render index page", "err", err)
-		writeError(w, http.StatusInternalServerError, "could not render the page")
-		return
-	}
+	page := a.index.render(map[string]string{"Banner": a.cfg.Banner, "Warning": a.warning})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Write(b.Bytes())
+	io.WriteString(w, page)
 }
 
 func serveStatic(name, contentType string) http.HandlerFunc {
@@ -305,6 +299,16 @@ func (a *Adapter) newThread(w http.ResponseWriter, r *http.Request, h bot.Handle
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if a.vs != nil {
+		id, err := a.newThreadShared(r.Context(), ev, who)
+		if err != nil {
+			a.log.Error("web console: open a thread", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "loopbot could not store this; try again")
+			return
+		}
+		a.deliver(w, r, h, ev, id, http.StatusCreated)
+		return
+	}
 	a.mu.Lock()
 	var t *thread
 	for _, x := range a.threads {
@@ -337,6 +341,19 @@ func (a *Adapter) reply(w http.ResponseWriter, r *http.Request, h bot.Handler, b
 	// Every console thread is a conversation with the bot, even one whose first goal the
 	// bot refused: its replies are for the bot.
 	ev.Direct = true
+	if a.vs != nil {
+		ok, err := a.replyShared(r.Context(), id, ev, who)
+		switch {
+		case err != nil:
+			a.log.Error("web console: add a reply", "thread", id, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "loopbot could not store this; try again")
+		case !ok:
+			writeError(w, http.StatusNotFound, "no thread "+id)
+		default:
+			a.deliver(w, r, h, ev, id, http.StatusOK)
+		}
+		return
+	}
 	a.mu.Lock()
 	t, ok := a.visible(who, id)
 	if ok && !slices.ContainsFunc(t.entries, func(e *entry) bool { return e.event == ev.ID }) {
@@ -360,6 +377,12 @@ func (a *Adapter) action(w http.ResponseWriter, r *http.Request, h bot.Handler, 
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if a.vs != nil {
+		// The thread may have been opened on another replica a moment ago.
+		if err := a.catchUp(r.Context()); err != nil {
+			a.log.Warn("web console: read the console's view", "err", err)
+		}
 	}
 	a.mu.Lock()
 	_, ok := a.visible(who, id)
@@ -399,6 +422,10 @@ func (a *Adapter) deliver(w http.ResponseWriter, r *http.Request, h bot.Handler,
 // the cards it keeps current (status and approval cards) itself, but it never edits a
 // question again, whose Continue and Stop would otherwise stay live after the run went on.
 func (a *Adapter) chosen(threadID, actionID string, who bot.User) {
+	if a.vs != nil {
+		a.chosenShared(context.Background(), threadID, actionID, who)
+		return
+	}
 	defer a.flushHistory()
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -34,6 +34,9 @@ func (a *Adapter) StreamText(ctx context.Context, s bot.Stream, text string) err
 	if err := checkThread(s.Thread); err != nil {
 		return fmt.Errorf("stream to web console: %w", err)
 	}
+	if a.vs != nil {
+		return a.liveShared(ctx, s.Thread.Thread, text, false)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t, ok := a.threads[s.Thread.Thread]
@@ -47,12 +50,18 @@ func (a *Adapter) StreamText(ctx context.Context, s bot.Stream, text string) err
 
 // StreamReset drops the live text: it was not the answer.
 func (a *Adapter) StreamReset(ctx context.Context, s bot.Stream) error {
+	if a.vs != nil {
+		return a.liveShared(ctx, s.Thread.Thread, "", true)
+	}
 	a.endLive(s.Thread.Thread)
 	return nil
 }
 
 // StreamStop drops the live text of a run that stopped without an answer.
 func (a *Adapter) StreamStop(ctx context.Context, s bot.Stream) error {
+	if a.vs != nil {
+		return a.liveShared(ctx, s.Thread.Thread, "", true)
+	}
 	a.endLive(s.Thread.Thread)
 	return nil
 }

@@ -890,24 +890,28 @@ func TestConnectionsReusedAcrossManyRuns(t *testing.T) {
 	}
 }
 
-// TestLargeExchangeThroughSmallBuffers sends a prompt and gets a reply, each far larger than
-// the connections' buffers, with a response header longer than them too, through the
-// client's own transport.
+// TestLargeExchangeThroughSmallBuffers sends a prompt and gets a reply, whole or streamed,
+// each far larger than the connections' buffers, with a response header longer than them
+// too, through the client's own transport.
 func TestLargeExchangeThroughSmallBuffers(t *testing.T) {
-	big := strings.Repeat("a line of a long tool output, sent back to the model\n", 4000) // 212 KB
-	srv := llmtest.NewTest(t, llmtest.Text(big).WithHeader("X-Long", strings.Repeat("h", 6000)))
-	c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, err := c.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: big}}})
-	if err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
-	if reply.Message.Content != big {
-		t.Errorf("reply of %d bytes, want the %d sent", len(reply.Message.Content), len(big))
-	}
-	if got := srv.Requests()[0].Messages[0].Content; got != big {
-		t.Errorf("the server got a message of %d bytes, want %d", len(got), len(big))
+	big := strings.Repeat("a line of a long tool output, sent back to the model\n", 1200) // 64 KB
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			srv := llmtest.NewTest(t, llmtest.Text(big).WithHeader("X-Long", strings.Repeat("h", 6000)))
+			c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1, Stream: stream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := c.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: big}}})
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if reply.Message.Content != big {
+				t.Errorf("reply of %d bytes, want the %d sent", len(reply.Message.Content), len(big))
+			}
+			if got := srv.Requests()[0].Messages[0].Content; got != big {
+				t.Errorf("the server got a message of %d bytes, want %d", len(got), len(big))
+			}
+		})
 	}
 }

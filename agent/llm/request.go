@@ -57,11 +57,13 @@ type wireTool struct {
 // wireRequest does not carry, so that a new setting in request cannot be dropped silently.
 func encodeRequest(creq openai.ChatCompletionRequest) ([]byte, error) {
 	rest := creq
+	//lint:ignore SA1019 other servers than OpenAI's still widely know only max_tokens (see request).
 	rest.Model, rest.Messages, rest.MaxTokens, rest.MaxCompletionTokens, rest.Temperature, rest.Stream, rest.ResponseFormat, rest.Tools =
 		"", nil, 0, 0, 0, false, nil, nil
 	if !isZeroRequest(rest) {
 		return nil, errors.New("encode request: it sets a field the client does not encode")
 	}
+	//lint:ignore SA1019 other servers than OpenAI's still widely know only max_tokens (see request).
 	w := wireRequest{Model: creq.Model, MaxTokens: creq.MaxTokens, MaxCompletionTokens: creq.MaxCompletionTokens,
 		Temperature: creq.Temperature, Stream: creq.Stream, ResponseFormat: creq.ResponseFormat,
 		Messages: make([]wireRequestMessage, len(creq.Messages))}

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // durationOr is d, or def when d is zero.
@@ -139,7 +139,7 @@ type MCPServerConfig struct {
 	ReadOnlyTools []string `toml:"read_only_tools"`
 }
 
-var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)
+var serverNameRE = lazyre.New(`^[A-Za-z0-9-]{1,32}$`)
 
 // Validate reports every problem of the configuration at once, naming the key at fault.
 func (c Config) Validate() error {

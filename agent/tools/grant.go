@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"path"
-	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // The argument patterns of channel grants ("Always allow here", agent/grant.go). Each is drawn
@@ -25,7 +25,7 @@ var (
 
 // plainWord is a word a pattern may hold: a program name, a subcommand or a path, with no
 // character the shell would treat specially.
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./+@%:,=-]+$`)
+var plainWord = lazyre.New(`^[A-Za-z0-9_./+@%:,=-]+$`)
 
 // GrantPattern of a command line is its program and subcommand ("go test", "make lint"), or
 // the program alone when it has no arguments. Only a single simple command of literal words,

@@ -3,11 +3,12 @@ package tools
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // htmlToText renders an HTML document as readable plain text: the title, headings, paragraphs,
@@ -166,7 +167,7 @@ func (w *textWriter) block() {
 	}
 }
 
-var blankLines = regexp.MustCompile(`\n{3,}`)
+var blankLines = lazyre.New(`\n{3,}`)
 
 func (w *textWriter) result() string {
 	lines := strings.Split(w.b.String(), "\n")

@@ -13,12 +13,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 var _ agent.Tool = (*HTTPFetch)(nil)
@@ -292,7 +292,7 @@ const untrustedTag = "untrusted_external_content"
 
 // tagLike matches anything a reader might take for the start of our delimiter, however it
 // is spelled: case, spaces and a slash do not matter.
-var tagLike = regexp.MustCompile(`(?i)<\s*/?\s*untrusted_external_content`)
+var tagLike = lazyre.New(`(?i)<\s*/?\s*untrusted_external_content`)
 
 // wrapUntrusted delimits fetched content so the model can tell it from instructions. Any
 // spelling of the delimiter inside the content has its '<' escaped, so the content cannot

@@ -8,9 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"syscall"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // Default resource limits of one shell command and of one run's workspace.
@@ -118,11 +119,11 @@ func lookPrlimit() (string, error) {
 
 // Signs in a command's standard error that a program ran out of memory or space.
 var (
-	outOfMemoryRE = regexp.MustCompile(`(?i)cannot allocate memory|out of memory|memory exhausted|MemoryError|bad_alloc`)
-	noSpaceRE     = regexp.MustCompile(`(?i)no space left on device`)
+	outOfMemoryRE = lazyre.New(`(?i)cannot allocate memory|out of memory|memory exhausted|MemoryError|bad_alloc`)
+	noSpaceRE     = lazyre.New(`(?i)no space left on device`)
 	// /bin/sh reports a program killed by SIGXFSZ so; a program that ignores the signal gets
 	// EFBIG instead.
-	fileSizeRE = regexp.MustCompile(`File size limit exceeded|File too large`)
+	fileSizeRE = lazyre.New(`File size limit exceeded|File too large`)
 )
 
 // limitErrors explains, naming each limit and its config key, the limits a finished command

@@ -3,12 +3,12 @@ package tools
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // AssessCommand rates a command line for /bin/sh -c. It parses the line as POSIX shell (with
@@ -63,8 +63,8 @@ func (v *verdict) raise(r agent.Risk, format string, args ...any) {
 // Patterns caught on the raw text, whatever the parser makes of it: they are too dangerous to
 // let an unusual spelling or quoting through.
 var (
-	rawRmRecursiveForce = regexp.MustCompile(`\brm\s+(\S+\s+)*?(-[A-Za-z]*[rR][A-Za-z]*f|-[A-Za-z]*f[A-Za-z]*[rR]|-[rR]\s+-f|-f\s+-[rR])`)
-	rawForkBomb         = regexp.MustCompile(`:\s*\(\s*\)\s*\{`)
+	rawRmRecursiveForce = lazyre.New(`\brm\s+(\S+\s+)*?(-[A-Za-z]*[rR][A-Za-z]*f|-[A-Za-z]*f[A-Za-z]*[rR]|-[rR]\s+-f|-f\s+-[rR])`)
+	rawForkBomb         = lazyre.New(`:\s*\(\s*\)\s*\{`)
 )
 
 // maxDepth bounds the nesting the assessor follows: sh -c inside sh -c, and commands run by
@@ -169,7 +169,7 @@ func (v *verdict) loop(n *syntax.WordIter) {
 
 // workspaceName matches a file name or pattern that is neither an option nor split by the
 // shell into several words.
-var workspaceName = regexp.MustCompile(`^[A-Za-z0-9_.*?\[\]][A-Za-z0-9_./*?\[\]+,=:@%-]*$`)
+var workspaceName = lazyre.New(`^[A-Za-z0-9_.*?\[\]][A-Za-z0-9_./*?\[\]+,=:@%-]*$`)
 
 // loopArg returns the argument "$f" or $f stands for when f is the variable of a loop over
 // workspace names.

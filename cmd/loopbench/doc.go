@@ -59,8 +59,8 @@
 //	         over HTTP at gpt-4o's prices: prompt tokens planned over one loop, and wall time
 //	         planned over one loop; the note gives tokens, cost, model calls and wall time of
 //	         each.
-//	startup  startup_ms and idle_rss_mb: the real binary (built from this module unless
-//	         -loopbot names one) from exec to its first 200 from /healthz, median of several
+//	startup  startup_ms and idle_rss_mb: the real binary (built from this module without
+//	         cgo, as the README's install command builds it, unless -loopbot names one) from exec to its first 200 from /healthz, median of several
 //	         starts, and its RSS after sitting idle with its store and web console open,
 //	         split into idle_anon_mb (its own memory) and idle_file_mb (mapped pages of the
 //	         binary), with idle_heap_inuse_mb, the heap the runtime reports on /metrics.

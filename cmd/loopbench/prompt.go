@@ -51,8 +51,8 @@ func promptTokenRatio(ctx context.Context, o options) ([]figure, error) {
 		Key:   "prompt_token_ratio",
 		Value: float64(managedTokens) / float64(fullTokens),
 		Unit:  "ratio",
-		Note: fmt.Sprintf("%d tool calls of %d KB on average (test logs, pages, listings), then an answer, over HTTP: %d prompt tokens with ContextTokens %d, %d with full history",
-			o.promptSteps, o.outputKB, managedTokens, o.promptBudget, fullTokens),
+		Note: fmt.Sprintf("%d tool calls of %d KB on average (test logs, pages, listings), then an answer, over HTTP: %d prompt tokens with ContextTokens %d (outputs capped at %d bytes), %d with full history",
+			o.promptSteps, o.outputKB, managedTokens, o.promptBudget, agent.Config{ContextTokens: o.promptBudget}.Defaults().OutputCap, fullTokens),
 	}, {
 		Key:   "cache_prefix_ratio",
 		Value: prefix,

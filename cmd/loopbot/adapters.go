@@ -45,10 +45,14 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		if demo {
 			wc.Banner = demoBanner
 		}
-		// The console keeps its view next to the database, so it survives a restart as the
-		// runs do.
+		// The console keeps its view in the bot's store, so it survives a restart as the
+		// runs do and every replica's console shows it; a history file an older loopbot
+		// kept next to the database is imported once.
 		opts := []web.Option{web.WithLogger(s.log), web.WithPolicy(cfg.Bot.Policy),
 			web.WithHistory(cfg.Store.Path+".console", 0)}
+		if vs, ok := s.db.(web.ViewStore); ok {
+			opts = append(opts, web.WithViewStore(vs))
+		}
 		// The console links the files a run wrote to a read-only view of its workspace.
 		if ws := s.tools.Workspaces(); ws != nil {
 			opts = append(opts, web.WithWorkspaces(ws.Path))
@@ -57,6 +61,7 @@ func (s *server) platforms(cfg Config, demo bool) ([]platform, error) {
 		if err != nil {
 			return nil, fmt.Errorf("web console: %w", err)
 		}
+		s.closers = append(s.closers, func(context.Context) error { return a.Close() })
 		ln, err := net.Listen("tcp", cfg.Web.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("web console listen: %w", err)

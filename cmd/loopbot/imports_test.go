@@ -36,6 +36,23 @@ var chatSDKs = []string{
 	"github.com/bwmarrin/discordgo",
 }
 
+// notInTheBinary are packages the loopbot binary must not link, with why: each made the idle
+// daemon's resident set megabytes larger for little (README, "Figures").
+var notInTheBinary = map[string]string{
+	// text/template (under html/template) calls methods by name through reflection, which
+	// makes the linker keep every exported method of every linked type: 6 MB of binary.
+	"text/template": "its calls of methods by name keep every exported method",
+	// gitleaks's config package loads its rules through viper, a config framework of a
+	// dozen modules; the redactor reads the rules file itself.
+	"github.com/spf13/viper":                    "a config framework the redactor does not need",
+	"github.com/zricethezav/gitleaks/v8/config": "it loads its rules through viper",
+	// The Prometheus client's data model is protocol buffers; /metrics is written by
+	// cmd/loopbot/promtext.go.
+	"github.com/prometheus/client_golang": "it brings the protobuf runtime",
+	// Its init builds the metrics' descriptions at every start; promruntime.go reads GOGC.
+	"runtime/metrics": "its init runs at every start for one figure",
+}
+
 // agentMayReach lists what package agent may depend on besides the standard library.
 var agentMayReach = []string{"golang.org/x/", "github.com/google/jsonschema-go/"}
 
@@ -77,6 +94,13 @@ func importRules(graph map[string]pkgImports) []string {
 				for _, h := range heavy {
 					if under(dep, h) {
 						bad = append(bad, rel+" reaches "+dep)
+					}
+				}
+			}
+			if pkg == module+"/cmd/loopbot" {
+				for banned, why := range notInTheBinary {
+					if under(dep, banned) {
+						bad = append(bad, rel+" reaches "+dep+" ("+why+")")
 					}
 				}
 			}
@@ -171,6 +195,10 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			"cmd/loopbot imports github.com/slack-go/slack/slacktest (only adapters may import a chat SDK)"},
 		{"cmd imports discordgo", map[string]pkgImports{module + "/cmd/loopbench": {Imports: []string{"github.com/bwmarrin/discordgo"}}},
 			"cmd/loopbench imports github.com/bwmarrin/discordgo (only adapters may import a chat SDK)"},
+		{"the binary links text/template", map[string]pkgImports{module + "/cmd/loopbot": {Deps: []string{"html/template", "text/template"}}},
+			"cmd/loopbot reaches text/template (its calls of methods by name keep every exported method)"},
+		{"the binary links prometheus", map[string]pkgImports{module + "/cmd/loopbot": {Deps: []string{"github.com/prometheus/client_golang/prometheus"}}},
+			"cmd/loopbot reaches github.com/prometheus/client_golang/prometheus (it brings the protobuf runtime)"},
 		{"tools imports discordgo", map[string]pkgImports{module + "/agent/tools": {Imports: []string{"github.com/bwmarrin/discordgo"}}},
 			"agent/tools imports github.com/bwmarrin/discordgo (only adapters may import a chat SDK)"},
 	}

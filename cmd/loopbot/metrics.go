@@ -5,89 +5,71 @@ import (
 	"errors"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
-// metrics holds loopbot's Prometheus metrics. They are gathered by decorating the model, the
-// tools and the platforms at wiring time, so the core packages stay free of any metrics
-// library.
+// metrics holds loopbot's Prometheus metrics (promtext.go). They are gathered by decorating
+// the model, the tools and the platforms at wiring time, so the core packages stay free of
+// any metrics code.
 type metrics struct {
-	reg *prometheus.Registry
+	reg *registry
 
-	modelCalls  *prometheus.CounterVec
-	modelTokens *prometheus.CounterVec
-	modelCost   *prometheus.CounterVec
-	toolCalls   *prometheus.CounterVec
-	toolSeconds *prometheus.HistogramVec
-	chatCalls   *prometheus.CounterVec
-	chatLimited *prometheus.CounterVec
-	approvals   *prometheus.HistogramVec
-	abandoned   *prometheus.CounterVec
-	quarantined *prometheus.CounterVec
+	modelCalls  *counterVec
+	modelTokens *counterVec
+	modelCost   *counterVec
+	toolCalls   *counterVec
+	toolSeconds *histogramVec
+	chatCalls   *counterVec
+	chatLimited *counterVec
+	approvals   *histogramVec
+	abandoned   *counterVec
+	quarantined *counterVec
 }
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_model_calls_total", Help: "Model consultations by role (executor, summarizer, sanity) and outcome.",
-		}, []string{"role", "outcome"}),
-		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_model_tokens_total", Help: "Model tokens by role and kind (prompt, completion, cached).",
-		}, []string{"role", "kind"}),
-		modelCost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_model_cost_dollars_total", Help: "Model cost in US dollars by role, from the configured prices.",
-		}, []string{"role"}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_tool_calls_total", Help: "Tool calls by tool and outcome (ok, error).",
-		}, []string{"tool", "outcome"}),
-		toolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "loopbot_tool_call_seconds", Help: "Duration of tool calls.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9),
-		}, []string{"tool"}),
-		chatCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_chat_api_calls_total", Help: "Chat platform API calls by platform, method and outcome.",
-		}, []string{"platform", "method", "outcome"}),
-		chatLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_chat_rate_limited_total", Help: "Chat platform rate-limit answers by platform.",
-		}, []string{"platform"}),
-		approvals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "loopbot_approval_wait_seconds", Help: "Time from an approval request to its decision, by outcome.",
-			Buckets: prometheus.ExponentialBuckets(1, 3, 9),
-		}, []string{"outcome"}),
-		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_tool_calls_abandoned_total", Help: "Tool calls the loop stopped waiting for because they did not return after their context ended.",
-		}, []string{"tool"}),
-		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loopbot_store_quarantined_total", Help: "Stored records moved to the quarantine because they did not decode, by bucket.",
-		}, []string{"bucket"}),
+		reg: newRegistry(),
+		modelCalls: newCounterVec(opts{name: "loopbot_model_calls_total", help: "Model consultations by role (executor, summarizer, sanity) and outcome.",
+			labels: []string{"role", "outcome"}}),
+		modelTokens: newCounterVec(opts{name: "loopbot_model_tokens_total", help: "Model tokens by role and kind (prompt, completion, cached).",
+			labels: []string{"role", "kind"}}),
+		modelCost: newCounterVec(opts{name: "loopbot_model_cost_dollars_total", help: "Model cost in US dollars by role, from the configured prices.",
+			labels: []string{"role"}}),
+		toolCalls: newCounterVec(opts{name: "loopbot_tool_calls_total", help: "Tool calls by tool and outcome (ok, error).",
+			labels: []string{"tool", "outcome"}}),
+		toolSeconds: newHistogramVec(opts{name: "loopbot_tool_call_seconds", help: "Duration of tool calls.",
+			labels: []string{"tool"}}, exponentialBuckets(0.005, 4, 9)),
+		chatCalls: newCounterVec(opts{name: "loopbot_chat_api_calls_total", help: "Chat platform API calls by platform, method and outcome.",
+			labels: []string{"platform", "method", "outcome"}}),
+		chatLimited: newCounterVec(opts{name: "loopbot_chat_rate_limited_total", help: "Chat platform rate-limit answers by platform.",
+			labels: []string{"platform"}}),
+		approvals: newHistogramVec(opts{name: "loopbot_approval_wait_seconds", help: "Time from an approval request to its decision, by outcome.",
+			labels: []string{"outcome"}}, exponentialBuckets(1, 3, 9)),
+		abandoned: newCounterVec(opts{name: "loopbot_tool_calls_abandoned_total", help: "Tool calls the loop stopped waiting for because they did not return after their context ended.",
+			labels: []string{"tool"}}),
+		quarantined: newCounterVec(opts{name: "loopbot_store_quarantined_total", help: "Stored records moved to the quarantine because they did not decode, by bucket.",
+			labels: []string{"bucket"}}),
 	}
-	m.reg.MustRegister(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.abandoned, m.quarantined,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.register(m.modelCalls, m.modelTokens, m.modelCost, m.toolCalls, m.toolSeconds, m.chatCalls, m.chatLimited, m.approvals, m.abandoned, m.quarantined)
+	m.reg.register(runtimeFamilies()...)
+	m.reg.register(processFamilies(time.Now())...)
 	return m
 }
 
-// runsCollector reports runs by state from the store at scrape time, so the figure is right
+// runStatuses are the states loopbot_runs reports.
+var runStatuses = []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput,
+	agent.StatusCompleted, agent.StatusFailed, agent.StatusCancelled, agent.StatusBudgetExhausted}
+
+// countRuns reports runs by state from the store at scrape time, so the figure is right
 // after a restart too.
-type runsCollector struct {
-	store bot.Store
-	desc  *prometheus.Desc
-}
-
-func (c runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c runsCollector) Collect(ch chan<- prometheus.Metric) {
-	statuses := []agent.Status{agent.StatusQueued, agent.StatusRunning, agent.StatusAwaitingApproval, agent.StatusAwaitingInput,
-		agent.StatusCompleted, agent.StatusFailed, agent.StatusCancelled, agent.StatusBudgetExhausted}
-	counts := make([]int, len(statuses))
+func countRuns(s bot.Store) ([]gaugeSample, error) {
+	counts := make([]int, len(runStatuses))
 	// The store's status index answers this without reading a run, however long the
 	// history is.
-	err := c.store.View(context.Background(), func(tx bot.Tx) error {
-		for i, s := range statuses {
-			ids, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{s}})
+	err := s.View(context.Background(), func(tx bot.Tx) error {
+		for i, st := range runStatuses {
+			ids, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{st}})
 			if err != nil {
 				return err
 			}
@@ -96,12 +78,13 @@ func (c runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return nil
 	})
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
+		return nil, err
 	}
-	for i, s := range statuses {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[i]), string(s))
+	out := make([]gaugeSample, len(runStatuses))
+	for i, st := range runStatuses {
+		out[i] = gaugeSample{values: []string{string(st)}, value: float64(counts[i])}
 	}
+	return out, nil
 }
 
 // abandonedTool counts one abandoned call of tool.
@@ -110,16 +93,16 @@ func (m *metrics) abandonedTool(tool string) { m.abandoned.WithLabelValues(tool)
 // watchAbandoned reports the abandoned calls that have still not returned: each holds a
 // goroutine, and whatever the tool holds, until it does.
 func (m *metrics) watchAbandoned(ag *agent.Agent) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "loopbot_tool_calls_abandoned_running", Help: "Abandoned tool calls that have not returned yet.",
-	}, func() float64 {
-		_, running := ag.Abandoned()
-		return float64(running)
-	}))
+	m.reg.register(&gaugeFunc{opts: opts{name: "loopbot_tool_calls_abandoned_running", help: "Abandoned tool calls that have not returned yet."},
+		collect: single(func() float64 {
+			_, running := ag.Abandoned()
+			return float64(running)
+		})})
 }
 
 func (m *metrics) watchRuns(s bot.Store) {
-	m.reg.MustRegister(runsCollector{store: s, desc: prometheus.NewDesc("loopbot_runs", "Runs in the database by state.", []string{"state"}, nil)})
+	m.reg.register(&gaugeFunc{opts: opts{name: "loopbot_runs", help: "Runs in the database by state.", labels: []string{"state"}},
+		collect: func() ([]gaugeSample, error) { return countRuns(s) }})
 }
 
 // meteredModel counts a model's calls, tokens and cost.

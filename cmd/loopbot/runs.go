@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/internal/lazyre"
 )
 
 // redactor returns the Redactor of what the bot posts: run records hold what the model and
@@ -23,7 +23,7 @@ func (m *Main) redactor() *bot.Redactor {
 // escapeSeq matches terminal escape sequences: CSI (cursor moves, screen clears, colours),
 // OSC (window titles, hyperlinks, clipboard writes) and the other string and two-character
 // forms, in their 7-bit and 8-bit spellings.
-var escapeSeq = regexp.MustCompile(`\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?|[PX^_][^\x1b\x{9c}]*(?:\x1b\\|\x{9c})?|[ -/]*[0-~]?)|\x{9b}[0-?]*[ -/]*[@-~]?|[\x{9d}\x{90}\x{98}\x{9e}\x{9f}][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?`)
+var escapeSeq = lazyre.New(`\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?|[PX^_][^\x1b\x{9c}]*(?:\x1b\\|\x{9c})?|[ -/]*[0-~]?)|\x{9b}[0-?]*[ -/]*[@-~]?|[\x{9d}\x{90}\x{98}\x{9e}\x{9f}][^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?`)
 
 // terminalText makes stored text safe to print: a transcript holds what tools and people
 // wrote, and an escape sequence in it would retitle the window, clear the screen or hide

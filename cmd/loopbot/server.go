@@ -7,17 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/tools"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/internal/lazyre"
 	"github.com/loopbot/loopbot/store/postgres"
 )
 
@@ -183,10 +181,16 @@ func (s *server) serveAdmin(addr string, met *metrics) error {
 			http.Error(w, "database refuses writes: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		// A full disk may still take a small write (a lease, an ack) while a run's
+		// checkpoint does not fit: that run is stuck until there is room.
+		if err := s.bot.SaveError(); err != nil {
+			http.Error(w, "database refuses a run's writes: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(met.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", met.reg)
 	// `loopbot runs` asks here while this process holds the database file (runsremote.go).
 	if s.adminFile != "" {
 		token, unpublish, err := publishAdmin(s.adminFile, s.adminAddr)
@@ -236,4 +240,4 @@ func secretValues(cfg Config) []string {
 }
 
 // secretName matches the names of environment variables and headers that hold credentials.
-var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|auth|cookie|credential|session)`)
+var secretName = lazyre.New(`(?i)(key|token|secret|passw|auth|cookie|credential|session)`)

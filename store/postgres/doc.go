@@ -21,6 +21,8 @@
 //	events      id, expires_ns
 //	run_leases  run_id, owner, epoch, expires_ns (lease.go)
 //	quarantine  records that did not decode (quarantine.go)
+//	console_rows  thread, key, seq (commit order), pos, data: the web console's view,
+//	            numbered from console_seq's one row (console.go)
 //	schema_migrations  the migrations that ran (migrate.go)
 //
 // A new record type read by key alone needs no migration: it is a new bucket of records.

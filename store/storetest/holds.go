@@ -77,3 +77,26 @@ func testHolds(t *testing.T, su *suite) {
 		}
 	}
 }
+
+// testOutboxMark stores an outbox item marked as being sent (bot.Sending, written before a
+// new post's call) and reads the mark back, and its removal, which is how a new leader
+// knows a post's outcome is unknown.
+func testOutboxMark(t *testing.T, su *suite) {
+	s := su.open(t)
+	item := bot.OutboxItem{Key: "answer/r1", Kind: bot.OutboxAnswer, RunID: "r1", Thread: threadA, CreatedAt: t0,
+		Sending: &bot.Sending{Owner: "replica-a", Term: 3}}
+	outbox := func() []bot.OutboxItem {
+		var items []bot.OutboxItem
+		view(t, s, func(tx bot.Tx) error {
+			var err error
+			items, err = tx.Outbox()
+			return err
+		})
+		return items
+	}
+	update(t, s, func(tx bot.Tx) error { return tx.PutOutbox(item) })
+	equal(t, "marked item", outbox(), []bot.OutboxItem{item})
+	item.Sending = nil
+	update(t, s, func(tx bot.Tx) error { return tx.PutOutbox(item) })
+	equal(t, "unmarked item", outbox(), []bot.OutboxItem{item})
+}

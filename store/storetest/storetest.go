@@ -93,6 +93,9 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
 		{"Holds", testHolds},
+		{"OutboxMark", testOutboxMark},
+		{"ConsoleView", testConsoleView},
+		{"ConsoleViewFollower", testConsoleViewFollower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, su) })

@@ -127,6 +127,7 @@ type Server struct {
 	cur       *conn
 	live      map[*conn]bool
 	conns     int
+	pings     int // pings written, on every connection
 	lastTS    int
 	dropOnAck map[string]bool
 	replies   map[string]string // conversations.replies bodies by channel + "/" + ts
@@ -273,6 +274,14 @@ func (s *Server) Acks() []Ack {
 	return slices.Clone(s.acks)
 }
 
+// AckCount is len(Acks()) without the copy: for a wait on a burst's acks, whose condition
+// runs at every ack.
+func (s *Server) AckCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acks)
+}
+
 // WaitAck waits for the first acknowledgement of envelopeID and returns it.
 func (s *Server) WaitAck(ctx context.Context, envelopeID string) (Ack, error) {
 	var found Ack
@@ -309,6 +318,14 @@ func (s *Server) Connections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conns
+}
+
+// Pings is how many pings the fake has written, on all its connections (one a second on
+// each).
+func (s *Server) Pings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pings
 }
 
 // Connected reports whether a Socket Mode connection is open.
@@ -428,12 +445,29 @@ func (s *Server) nextFrameLocked(id string, e *envelope) []byte {
 	if attempt > 0 {
 		reason = "timeout"
 	}
-	b, _ := json.Marshal(map[string]any{
-		"type": e.typ, "envelope_id": id, "payload": e.payload,
-		"accepts_response_payload": e.typ != "events_api",
-		"retry_attempt":            attempt, "retry_reason": reason,
-	})
-	return b
+	// Written field by field rather than marshalled from a map, which would scan the
+	// payload again: the fake runs in the process of the client whose acks it times, and
+	// the time it takes to send a burst is taken from that client.
+	b := make([]byte, 0, len(e.payload)+160)
+	b = append(b, `{"accepts_response_payload":`...)
+	b = strconv.AppendBool(b, e.typ != "events_api")
+	b = append(b, `,"envelope_id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"payload":`...)
+	b = append(b, e.payload...)
+	b = append(b, `,"retry_attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b = append(b, `,"retry_reason":`...)
+	b = appendJSONString(b, reason)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.typ)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }
 
 // stamp records that a delivery of e is being written now.
@@ -531,7 +565,12 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 			case <-c.done:
 				return
 			case <-tick.C:
-				_ = ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second))
+				if ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second)) == nil {
+					s.mu.Lock()
+					s.pings++
+					s.notifyLocked()
+					s.mu.Unlock()
+				}
 			}
 		}
 	}()

@@ -129,6 +129,9 @@ func TestRedelivery(t *testing.T) {
 	if got := s.Unacked(); len(got) != 0 {
 		t.Errorf("unacked after the ack: %v", got)
 	}
+	if n := s.AckCount(); n != len(s.Acks()) || n != 1 {
+		t.Errorf("AckCount() = %d, want 1, len(Acks())", n)
+	}
 
 	// A raw frame with an envelope ID is kept like any other; a disconnect goes out once.
 	if err := s.SendRaw("env-raw", []byte(`{"type":"mystery","envelope_id":"env-raw"}`)); err != nil {

@@ -323,6 +323,15 @@ func (c *Cluster) Stop() {
 	c.cmd = nil
 }
 
+// Start starts a stopped server again on its port: with Stop, a test keeps the database
+// away from its clients for as long as it needs.
+func (c *Cluster) Start() error {
+	if c.cmd != nil {
+		return errors.New("pgtest: the server is running")
+	}
+	return c.start(c.port)
+}
+
 // Restart stops the server and starts it again on the same port, as a database restarted
 // under its clients is.
 func (c *Cluster) Restart() error {

@@ -1,0 +1,54 @@
+package slack
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/loopbot/loopbot/adapters/slack/slackfake"
+)
+
+// FuzzDecodeCallback holds decodeCallback, which decodes with jsonv1, to encoding/json: the
+// same callback and message, or an error from both.
+func FuzzDecodeCallback(f *testing.F) {
+	for _, name := range []string{"events/app_mention_edited.json", "events/assistant_thread_started.json"} {
+		f.Add(fixture(f, name))
+	}
+	mention, err := json.Marshal(slackfake.MentionCallback("Ev1", "C1", "1700000000.000100", "1699999999.000100", "<@UBOT> go &amp; see"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(mention)
+	f.Add([]byte(`{"type":"event_callback","event_id":"Ev2","EVENT":{"Type":"message","text":"a\u00e9\ud83d\ude00","ts":"1.2","channel":"D1","edited":null},"authorizations":[{"team_id":"T9"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cb, m, err := decodeCallback(body)
+		want := func() (cb callback, m message, err error) {
+			if err := json.Unmarshal(body, &cb); err != nil {
+				return callback{}, message{}, err
+			}
+			if cb.Type != "event_callback" {
+				return cb, message{}, nil
+			}
+			if cb.EventID == "" {
+				return callback{}, message{}, errors.New("no event_id")
+			}
+			if err := json.Unmarshal(cb.Event, &m); err != nil {
+				return callback{}, message{}, err
+			}
+			return cb, m, nil
+		}
+		wcb, wm, werr := want()
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("body %q: err %v, encoding/json's %v", body, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		// The raw event is compared as JSON values: either decoder may keep it as it came.
+		if !reflect.DeepEqual(m, wm) || cb.Type != wcb.Type || cb.TeamID != wcb.TeamID || cb.EventID != wcb.EventID ||
+			cb.Challenge != wcb.Challenge || !reflect.DeepEqual(cb.Authorizations, wcb.Authorizations) || string(cb.Event) != string(wcb.Event) {
+			t.Fatalf("body %q:\n got %+v %+v\nwant %+v %+v", body, cb, m, wcb, wm)
+		}
+	})
+}

@@ -1,0 +1,16 @@
+package slack
+
+import (
+	"testing"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
+)
+
+// TestRegexpsCompile compiles the package's regular expressions, which production compiles
+// on first use (internal/lazyre): a bad pattern fails here, not on the first text that
+// needs it.
+func TestRegexpsCompile(t *testing.T) {
+	if err := lazyre.Check(slashName, permalink, threadTS, anyURL, broadcast, linkURL); err != nil {
+		t.Error(err)
+	}
+}

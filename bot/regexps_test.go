@@ -1,0 +1,16 @@
+package bot
+
+import (
+	"testing"
+
+	"github.com/loopbot/loopbot/internal/lazyre"
+)
+
+// TestRegexpsCompile compiles the package's regular expressions, which production compiles
+// on first use (internal/lazyre): a bad pattern fails here, not on the first text that
+// needs it.
+func TestRegexpsCompile(t *testing.T) {
+	if err := lazyre.Check(playbookName, paramName, placeholder, yamlLine, escapeHex); err != nil {
+		t.Error(err)
+	}
+}
