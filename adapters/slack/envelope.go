@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The Socket Mode envelope.
@@ -16,7 +21,9 @@ import (
 // (https://api.slack.com/apis/connections/socket-implement). The acknowledgement waits on
 // what the receiving loop does with each frame, so the loop reads only the envelope's own
 // fields here, in one pass that does not decode the payload: it is handed on as the bytes
-// it was, to the payload's own decoder (decode.go), which reads it once.
+// it was, to the payload's own decoder (decode.go), which reads it once. The pass is
+// jsontext's, the syntactic layer of encoding/json/v2 (go-json-experiment/json, which the
+// store already uses), not a scanner of our own.
 
 // envelope is one Socket Mode frame's own fields.
 type envelope struct {
@@ -58,62 +65,60 @@ var envelopeKeys = [...]string{
 // envelope's shape.
 var errEnvelope = errors.New("not a socket mode envelope")
 
-// decodeEnvelope reads a frame's envelope fields as encoding/json would into a struct of
-// them (keys matched without regard to case, the last of a repeated key winning, null
-// leaving a field empty), without decoding the payload or the values of other keys: those
-// are skipped with a scan that only follows strings and brackets. FuzzDecodeEnvelope holds
-// it to encoding/json on every valid frame.
-func decodeEnvelope(frame []byte) (envelope, error) {
-	var e envelope
-	d := envelopeScanner{b: frame}
-	d.space()
-	if !d.eat('{') {
-		return envelope{}, errEnvelope
-	}
-	d.space()
-	if d.eat('}') {
-		return e, d.end()
-	}
-	for {
-		d.space()
-		key, ok := d.str()
-		if !ok {
-			return envelope{}, errEnvelope
-		}
-		d.space()
-		if !d.eat(':') {
-			return envelope{}, errEnvelope
-		}
-		d.space()
-		start := d.i
-		if !d.skip(1) {
-			return envelope{}, errEnvelope
-		}
-		if err := e.set(fieldOf(key), frame[start:d.i]); err != nil {
-			return envelope{}, err
-		}
-		d.space()
-		if d.eat('}') {
-			return e, d.end()
-		}
-		if !d.eat(',') {
-			return envelope{}, errEnvelope
-		}
-	}
+// envelopeDecoders keeps jsontext decoders (and their buffers) between frames.
+var envelopeDecoders = sync.Pool{New: func() any { return new(envelopeDecoder) }}
+
+type envelopeDecoder struct {
+	r   bytes.Reader
+	dec jsontext.Decoder
 }
 
-// fieldOf is the envelope field a key (a JSON string token, quotes included) names.
-func fieldOf(key []byte) int {
-	name := key[1 : len(key)-1]
-	if bytes.IndexByte(name, '\\') >= 0 {
-		var s string
-		if json.Unmarshal(key, &s) != nil {
-			return fieldOther
-		}
-		name = []byte(s)
+// decodeEnvelope reads a frame's envelope fields as encoding/json would into a struct of
+// them (keys matched without regard to case, the last of a repeated key winning, invalid
+// UTF-8 taken, null leaving a field empty), without decoding the payload or the values of
+// other keys: jsontext (encoding/json/v2's syntactic layer) only checks their syntax and
+// hands back their bytes. FuzzDecodeEnvelope holds it to encoding/json on every frame.
+func decodeEnvelope(frame []byte) (envelope, error) {
+	d := envelopeDecoders.Get().(*envelopeDecoder)
+	defer envelopeDecoders.Put(d)
+	d.r.Reset(frame)
+	d.dec.Reset(&d.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	dec := &d.dec
+
+	var e envelope
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return envelope{}, errEnvelope
 	}
+	for dec.PeekKind() == '"' {
+		key, err := dec.ReadToken()
+		if err != nil {
+			return envelope{}, errEnvelope
+		}
+		f := fieldOf(key.String())
+		value, err := dec.ReadValue()
+		if err != nil {
+			return envelope{}, errEnvelope
+		}
+		// The value's bytes are the decoder's until its next read: take them from the frame,
+		// where they end at the decoder's offset.
+		end := int(dec.InputOffset())
+		if err := e.set(f, frame[end-len(value):end]); err != nil {
+			return envelope{}, err
+		}
+	}
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
+		return envelope{}, errEnvelope
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return envelope{}, errEnvelope
+	}
+	return e, nil
+}
+
+// fieldOf is the envelope field a key names.
+func fieldOf(name string) int {
 	for f, k := range envelopeKeys {
-		if bytes.EqualFold(name, []byte(k)) {
+		if strings.EqualFold(name, k) {
 			return f
 		}
 	}
@@ -189,200 +194,4 @@ func validNumber(tok []byte) bool {
 		tok = tok[1:]
 	}
 	return len(tok) > 0 && tok[0] != '+' && (tok[0] != '0' || len(tok) == 1)
-}
-
-// maxEnvelopeDepth bounds the nesting the scan follows, as encoding/json does: the frame's
-// own object is at depth 1.
-const maxEnvelopeDepth = 10000
-
-// envelopeScanner walks a frame's bytes.
-type envelopeScanner struct {
-	b []byte
-	i int
-}
-
-func (d *envelopeScanner) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-func (d *envelopeScanner) eat(c byte) bool {
-	if d.i < len(d.b) && d.b[d.i] == c {
-		d.i++
-		return true
-	}
-	return false
-}
-
-// end reports an error unless only white space is left.
-func (d *envelopeScanner) end() error {
-	d.space()
-	if d.i != len(d.b) {
-		return errEnvelope
-	}
-	return nil
-}
-
-// str reads a string token, quotes included, checking its escapes and that it holds no
-// control characters.
-func (d *envelopeScanner) str() ([]byte, bool) {
-	start := d.i
-	if !d.eat('"') {
-		return nil, false
-	}
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
-			d.i++
-			return d.b[start:d.i], true
-		case c < 0x20:
-			return nil, false
-		case c == '\\':
-			d.i++
-			if d.i >= len(d.b) {
-				return nil, false
-			}
-			switch d.b[d.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				d.i++
-			case 'u':
-				if d.i+5 > len(d.b) {
-					return nil, false
-				}
-				for _, h := range d.b[d.i+1 : d.i+5] {
-					if !isHex(h) {
-						return nil, false
-					}
-				}
-				d.i += 5
-			default:
-				return nil, false
-			}
-		default:
-			d.i++
-		}
-	}
-	return nil, false
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// skip passes over one JSON value, checking its syntax; depth is the nesting of the object
-// or array it is in.
-func (d *envelopeScanner) skip(depth int) bool {
-	if d.i >= len(d.b) {
-		return false
-	}
-	if c := d.b[d.i]; (c == '{' || c == '[') && depth+1 > maxEnvelopeDepth {
-		return false
-	}
-	switch c := d.b[d.i]; {
-	case c == '"':
-		_, ok := d.str()
-		return ok
-	case c == '{':
-		d.i++
-		d.space()
-		if d.eat('}') {
-			return true
-		}
-		for {
-			d.space()
-			if _, ok := d.str(); !ok {
-				return false
-			}
-			d.space()
-			if !d.eat(':') {
-				return false
-			}
-			d.space()
-			if !d.skip(depth + 1) {
-				return false
-			}
-			d.space()
-			if d.eat('}') {
-				return true
-			}
-			if !d.eat(',') {
-				return false
-			}
-		}
-	case c == '[':
-		d.i++
-		d.space()
-		if d.eat(']') {
-			return true
-		}
-		for {
-			d.space()
-			if !d.skip(depth + 1) {
-				return false
-			}
-			d.space()
-			if d.eat(']') {
-				return true
-			}
-			if !d.eat(',') {
-				return false
-			}
-		}
-	case c == 't':
-		return d.literal("true")
-	case c == 'f':
-		return d.literal("false")
-	case c == 'n':
-		return d.literal("null")
-	default:
-		return d.number()
-	}
-}
-
-func (d *envelopeScanner) literal(word string) bool {
-	if !bytes.HasPrefix(d.b[d.i:], []byte(word)) {
-		return false
-	}
-	d.i += len(word)
-	return true
-}
-
-// number passes over a number as JSON's grammar has it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func (d *envelopeScanner) number() bool {
-	d.eat('-')
-	switch {
-	case d.eat('0'):
-	case d.i < len(d.b) && '1' <= d.b[d.i] && d.b[d.i] <= '9':
-		d.digits()
-	default:
-		return false
-	}
-	if d.eat('.') && d.digits() == 0 {
-		return false
-	}
-	if d.eat('e') || d.eat('E') {
-		if !d.eat('+') {
-			d.eat('-')
-		}
-		if d.digits() == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *envelopeScanner) digits() int {
-	n := 0
-	for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
-		d.i++
-		n++
-	}
-	return n
 }

@@ -72,6 +72,8 @@ func TestDecodeEnvelope(t *testing.T) {
 		{name: "fields", frame: `{"type":"interactive","envelope_id":"e1","payload":{"a":[1,"}",{"b":null}]},"accepts_response_payload":true,"retry_attempt":2,"retry_reason":"timeout"}`,
 			want: envelope{Type: "interactive", EnvelopeID: "e1", AcceptsResponsePayload: true, RetryAttempt: 2, RetryReason: "timeout"}, payload: `{"a":[1,"}",{"b":null}]}`},
 		{name: "keys in any case, the last one wins", frame: `{"TYPE":"x","Envelope_Id":"e1","type":"events_api"}`, want: envelope{Type: "events_api", EnvelopeID: "e1"}},
+		{name: "a repeated key, the last one wins", frame: `{"type":"x","envelope_id":"e1","type":"events_api","n":1,"n":2}`, want: envelope{Type: "events_api", EnvelopeID: "e1"}},
+		{name: "invalid UTF-8 taken, as encoding/json takes it", frame: "{\"type\":\"a\xffb\",\"payload\":\"\xfe\"}", want: envelope{Type: "a\ufffdb"}, payload: "\"\xfe\""},
 		{name: "escapes", frame: `{"type":"events_api","envelope_id":"e\u00e9\n","p\u0061yload":"\"x\\"}`, want: envelope{Type: "events_api", EnvelopeID: "eé\n"}, payload: `"\"x\\"`},
 		{name: "null leaves a field empty", frame: `{"type":null,"retry_attempt":null,"payload":null}`, payload: `null`},
 		{name: "white space", frame: " \t\n{ \"type\" : \"hello\" , \"n\" : [ ] } \r\n", want: envelope{Type: "hello"}},
@@ -115,7 +117,8 @@ func TestDecodeEnvelope(t *testing.T) {
 
 // TestDecodeEnvelopeDepth: nesting is bounded where encoding/json bounds it.
 func TestDecodeEnvelopeDepth(t *testing.T) {
-	for _, depth := range []int{maxEnvelopeDepth, maxEnvelopeDepth + 1} {
+	const bound = 10000 // encoding/json's
+	for _, depth := range []int{bound - 1, bound, bound + 1} {
 		// The frame's object is depth 1; the payload's arrays add depth-1.
 		frame := `{"payload":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
 		_, err := decodeEnvelope([]byte(frame))
