@@ -27,14 +27,15 @@ import (
 const chargeTool = "pay__charge"
 
 // TestFaultPostgresRestartUnderReplicas restarts the PostgreSQL server while two replicas
-// write hard: 48 mentions over four channels, each run five quick model steps (a listing, a
-// charge on an MCP server, a listing, a second charge, the answer), so checkpoints, tool
-// intents, outbox items, card edits and lease renewals flow when the server goes away. The
-// restart lands once the store shows a quarter of the runs mid-way. Then every acknowledged
-// mention has one run, every run completes with its answer posted once, no charge ran twice
-// (the MCP server counts them by what they charge and by their idempotency keys; a charge
-// reported as outcome unknown is counted, and must have run at most once), the checker's
-// invariants hold, and both replicas worked on runs after the restart.
+// write hard: 48 mentions over four channels, each run eight quick model steps (listings and
+// three charges on an MCP server, then the answer), so checkpoints, tool intents, outbox
+// items, card edits and lease renewals flow when the server goes away. The server stops
+// once the store shows runs mid-way, with both replicas in the middle of a charge, and stays
+// down until each replica's health check fails and each holds a run whose save failed.
+// Then every acknowledged mention has one run, every run completes with its answer posted
+// once, no charge ran twice (the MCP server counts them by what they charge and by their
+// idempotency keys; a charge reported as outcome unknown is counted, and must have run at
+// most once), the checker's invariants hold, and both replicas are healthy and listen again.
 func TestFaultPostgresRestartUnderReplicas(t *testing.T) {
 	cluster := pgtest.NewCluster(t)
 	url := cluster.Database(t)
@@ -50,7 +51,7 @@ func TestFaultPostgresRestartUnderReplicas(t *testing.T) {
 	model := llmtest.NewTest(t)
 	var asked atomic.Int64
 	model.SetFallback(llmtest.Func(chargingRun(goals, &asked)))
-	rf := &replicaFault{t: t, bin: bin, fake: fake, url: url, model: model, dir: t.TempDir(), extra: fmt.Sprintf(`max_concurrent_runs = 4
+	rf := &replicaFault{t: t, bin: bin, fake: fake, url: url, model: model, dir: t.TempDir(), extra: fmt.Sprintf(`max_concurrent_runs = 6
 [[mcp.servers]]
 name = "pay"
 url = %q
@@ -106,20 +107,26 @@ tool_risk = { charge = "safe" }
 		return listening >= 2
 	})
 	mentionChannels(t, fake, goals, 4)
-	// The model's count says when the load is under way, without reading the store in a
-	// loop; then the store must show eight runs mid-way: with four slots each, both
-	// replicas work on runs as the server goes away.
+	// Once the load is under way (by the model's count, without reading the store in a
+	// loop), the charge server holds the second charge of every other goal: when seven are
+	// held, both replicas (six slots each) have a run in the middle of a call, and the
+	// store must show them mid-way; the others go on writing as the server goes away. The
+	// held charges are let go once it is down, so their results' saves fail.
 	var midway int
 	waitFor("a fifth of the model's answers", func() bool { return asked.Load() >= int64(len(goals)*runSteps/5) })
+	pay.hold()
+	waitFor("seven charges held", func() bool { return pay.held() >= 7 })
 	waitFor("runs mid-way in the store", func() bool {
 		midway, _ = progress()
-		return midway >= 8
+		return midway >= 7
 	})
 	// The server stays down until both replicas' health checks say so and each holds a run
 	// whose save failed: longer than a transaction's retries last (store/postgres backs
 	// off up to about 0.75s), so the replicas must come back by themselves once it is up.
 	stoppedAt := time.Now()
 	cluster.Stop()
+	gated := pay.held()
+	pay.open()
 	for _, r := range []*replicaProc{a, b} {
 		waitFor(r.id+"'s health check to fail", func() bool { return healthz(r.admin) != nil })
 		waitFor(r.id+" to hold a run whose save failed", func() bool { return strings.Contains(r.logs.String(), "run could not be saved") })
@@ -162,8 +169,8 @@ tool_risk = { charge = "safe" }
 	if !strings.Contains(logs(), "held run: the store takes writes again; resuming") && held > 0 {
 		t.Errorf("%d runs were held by failed saves, and none resumed; logs:\n%s", held, logs())
 	}
-	t.Logf("%d runs; %d mid-way when the server went down for %s; %d held by a failed save; both replicas healthy %s after it was up, listening again after %s, a run saved after %s; %d charges ran, %d reported as outcome unknown (%d of them had run)",
-		len(runs), midway, down.Round(time.Millisecond), held, healthy.Round(time.Millisecond), relisten.Round(time.Millisecond), reconnect.Round(time.Millisecond), pay.total(), unknown, unknownRan)
+	t.Logf("%d runs; %d mid-way when the server went down for %s, %d of them in a charge; %d held by a failed save; both replicas healthy %s after it was up, listening again after %s, a run saved after %s; %d charges ran, %d reported as outcome unknown (%d of them had run)",
+		len(runs), midway, down.Round(time.Millisecond), gated, held, healthy.Round(time.Millisecond), relisten.Round(time.Millisecond), reconnect.Round(time.Millisecond), pay.total(), unknown, unknownRan)
 }
 
 // listeners counts the sessions on url's database that listen for notifications: idle after
@@ -260,6 +267,12 @@ type chargeServer struct {
 	mu     sync.Mutex
 	byWhat map[string]int
 	byKey  map[string]int
+	// Once holding is set, the second charge of every other goal (goals 00, 02, ...)
+	// waits for gate to close; waiting counts them.
+	holding bool
+	waiting int
+	gate    chan struct{}
+	release sync.Once
 }
 
 type chargeArgs struct {
@@ -269,11 +282,23 @@ type chargeArgs struct {
 
 func newChargeServer(t *testing.T) *chargeServer {
 	t.Helper()
-	c := &chargeServer{byWhat: map[string]int{}, byKey: map[string]int{}}
+	c := &chargeServer{byWhat: map[string]int{}, byKey: map[string]int{}, gate: make(chan struct{})}
+	t.Cleanup(c.open)
 	s := mcp.NewServer(&mcp.Implementation{Name: "pay", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "charge", Description: "Charge a goal's customer once."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in chargeArgs) (*mcp.CallToolResult, any, error) {
 			key, _ := req.Params.Meta["loopbot/idempotency-key"].(string)
+			c.mu.Lock()
+			even := strings.HasSuffix(in.Goal, "0") || strings.HasSuffix(in.Goal, "2") || strings.HasSuffix(in.Goal, "4") ||
+				strings.HasSuffix(in.Goal, "6") || strings.HasSuffix(in.Goal, "8")
+			wait := c.holding && in.N == 2 && even
+			if wait {
+				c.waiting++
+			}
+			c.mu.Unlock()
+			if wait {
+				<-c.gate
+			}
 			c.mu.Lock()
 			c.byWhat[fmt.Sprintf("%s #%d", in.Goal, in.N)]++
 			c.byKey[key]++
@@ -283,6 +308,28 @@ func newChargeServer(t *testing.T) *chargeServer {
 	c.Server = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(c.Close)
 	return c
+}
+
+// hold makes the second charge of every other goal wait until open is called.
+func (c *chargeServer) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = true
+}
+
+// held is how many charges have waited.
+func (c *chargeServer) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting
+}
+
+// open lets the held charges go, and holds no more.
+func (c *chargeServer) open() {
+	c.mu.Lock()
+	c.holding = false
+	c.mu.Unlock()
+	c.release.Do(func() { close(c.gate) })
 }
 
 // total is how many charges ran.

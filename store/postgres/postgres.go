@@ -155,7 +155,8 @@ func (db *DB) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
 }
 
 // View runs fn in a read-only REPEATABLE READ transaction: every read sees the same
-// snapshot, as a bbolt View does, and a read-only one never fails to serialise.
+// snapshot, as a bbolt View does, and a read-only one never fails to serialise. One that
+// loses its connection, even at its COMMIT, runs again as Update's do before theirs.
 func (db *DB) View(ctx context.Context, fn func(tx bot.Tx) error) error {
 	return db.do(ctx, false, func(t *tx) error { return fn(t) })
 }
@@ -296,9 +297,10 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 	if commitErr != nil {
 		t.rollback()
 		var pgErr *pgconn.PgError
-		if pgconn.SafeToRetry(commitErr) || errors.As(commitErr, &pgErr) && pgErr.Code == codeIdleTimeout {
-			// The commit was never sent, or came after the server had ended the session
-			// and rolled the transaction back.
+		if pgconn.SafeToRetry(commitErr) || !writable || errors.As(commitErr, &pgErr) && pgErr.Code == codeIdleTimeout {
+			// The commit was never sent, there was nothing to commit (a View that lost its
+			// connection at its COMMIT, a server restart), or it came after the server had
+			// ended the session and rolled the transaction back.
 			commitErr = uncommitted(ctx, commitErr)
 		}
 		err = db.storeErr("commit", commitErr)
