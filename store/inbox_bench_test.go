@@ -20,7 +20,7 @@ func BenchmarkAcceptBatch(b *testing.B) {
 			id := fmt.Sprintf("Ev%d-%d", round, i)
 			es[i] = &bot.InboxEntry{Seq: int64(round*batch + i), Event: bot.Event{Kind: bot.EventMention, ID: id,
 				Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: "C" + id, Thread: "1700000000.000100"},
-				User: bot.User{ID: "U1"}, Text: "check the build", At: time.Unix(1700000000, 0)}}
+				User:   bot.User{ID: "U1"}, Text: "check the build", At: time.Unix(1700000000, 0)}}
 		}
 		return es
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ type options struct {
 	noMigration  bool
 	maxAttempts  int
 	maxConns     int32
+	idleTx       time.Duration
 	onQuarantine func(Quarantined)
 }
 
@@ -64,10 +66,27 @@ func WithoutMigration() Option { return func(o *options) { o.noMigration = true 
 // 4 and the number of CPUs).
 func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
 
+// DefaultIdleTransactionTimeout is how long the server lets a transaction of loopbot's sit
+// waiting for its next statement before it ends the session (PostgreSQL's
+// idle_in_transaction_session_timeout), unless the URL sets that parameter. A transaction's
+// function does no network I/O, so a healthy replica waits milliseconds between its
+// statements; one that waits longer was paused (SIGSTOP, a frozen VM) or lost its network in
+// the middle of a transaction, and the row locks it holds would keep other replicas from
+// taking its runs over (their claims skip locked runs) until it came back. Ended, its
+// transaction rolls back and frees them; the replica, when it wakes, finds its connection
+// gone before its commit and runs the transaction again, fenced as ever.
+const DefaultIdleTransactionTimeout = 5 * time.Second
+
+// WithIdleTransactionTimeout sets the server's idle_in_transaction_session_timeout for the
+// pool's sessions when the URL does not; d <= 0 leaves the server's own setting.
+func WithIdleTransactionTimeout(d time.Duration) Option {
+	return func(o *options) { o.idleTx = d }
+}
+
 // Open connects to the database at url, runs the migrations it lacks (migrate.go) and
 // returns the store. Errors never carry the URL's password.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	o := options{maxAttempts: DefaultMaxAttempts}
+	o := options{maxAttempts: DefaultMaxAttempts, idleTx: DefaultIdleTransactionTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -85,6 +104,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	}
 	if o.maxConns > 0 {
 		cfg.MaxConns = o.maxConns
+	}
+	const idleParam = "idle_in_transaction_session_timeout"
+	if _, set := cfg.ConnConfig.RuntimeParams[idleParam]; !set && o.idleTx > 0 {
+		cfg.ConnConfig.RuntimeParams[idleParam] = strconv.FormatInt(o.idleTx.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -194,6 +217,10 @@ func retryable(err error) bool {
 	return false
 }
 
+// codeIdleTimeout is the error of a session the server ended for sitting idle in a
+// transaction (DefaultIdleTransactionTimeout): the transaction was rolled back.
+const codeIdleTimeout = "25P03"
+
 // errUncommitted marks a failure of the connection that left the transaction uncommitted
 // for certain: at its start, in one of its statements (the server rolls back a
 // transaction whose session ends), or at a commit that was never sent. A commit sent and
@@ -207,7 +234,8 @@ func lostConnection(err error) bool {
 	if errors.As(err, &pgErr) {
 		// Class 08 is connection_exception; 57P01-57P03 are the server's shutdown and
 		// start-up.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" ||
+			pgErr.Code == codeIdleTimeout
 	}
 	var netErr net.Error
 	return pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
@@ -268,9 +296,11 @@ func (db *DB) attempt(ctx context.Context, writable bool, fn func(t *tx) error) 
 	}
 	if commitErr != nil {
 		t.rollback()
-		if pgconn.SafeToRetry(commitErr) || !writable {
-			// The commit was never sent, or there was nothing to commit: a View that lost
-			// its connection at its COMMIT (a server restart) runs again.
+		var pgErr *pgconn.PgError
+		if pgconn.SafeToRetry(commitErr) || !writable || errors.As(commitErr, &pgErr) && pgErr.Code == codeIdleTimeout {
+			// The commit was never sent, there was nothing to commit (a View that lost its
+			// connection at its COMMIT, a server restart), or it came after the server had
+			// ended the session and rolled the transaction back.
 			commitErr = uncommitted(ctx, commitErr)
 		}
 		err = db.storeErr("commit", commitErr)
