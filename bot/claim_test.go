@@ -3,7 +3,6 @@ package bot_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
 )
@@ -91,38 +89,7 @@ func TestGoalWhoseRunTheStoreRefusedStartsOnRetry(t *testing.T) {
 // once the store takes writes again.
 func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &refusingStore{DB: db}
-		var asked atomic.Int32
-		m := newModel(t)
-		m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-			if asked.Add(1) == 1 {
-				// The disk fills while the model thinks.
-				st.refuse.Store(true)
-			}
-			return llmtest.Text("Done in the end.")
-		}))
-		ag, err := agent.New(agent.Config{}, m.client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
-		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := b.Stop(context.Background()); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-			db.Close()
-		}()
+		db, st, b, asked := startRefusingBot(t)
 		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
 		if err != nil {
 			t.Fatal(err)

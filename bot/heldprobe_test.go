@@ -2,17 +2,12 @@ package bot_test
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store"
 )
 
 // TestRunHeldByAnOutageResumesAtTheNextPass refuses the store's writes for a moment as a
@@ -21,38 +16,7 @@ import (
 // once, instead of after the retry timer's ten seconds.
 func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &refusingStore{DB: db}
-		var asked atomic.Int32
-		m := newModel(t)
-		m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-			if asked.Add(1) == 1 {
-				// The database goes away while the model thinks.
-				st.refuse.Store(true)
-			}
-			return llmtest.Text("Done in the end.")
-		}))
-		ag, err := agent.New(agent.Config{}, m.client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
-		b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := b.Stop(context.Background()); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-			db.Close()
-		}()
+		db, st, b, _ := startRefusingBot(t)
 		first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
 		if err != nil {
 			t.Fatal(err)

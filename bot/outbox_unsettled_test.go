@@ -41,6 +41,46 @@ func (s *refusingStore) UpdateFenced(ctx context.Context, l bot.Lease, fn func(t
 	return s.DB.UpdateFenced(ctx, l, fn)
 }
 
+// startRefusingBot starts a bot on a new bbolt store behind a refusingStore that begins to
+// refuse writes as the model is first asked (as a disk fills, or a database goes away, while
+// the model thinks); the model answers "Done in the end." to every request. It returns the
+// store, its refusing wrapper, the bot and the count of model requests.
+func startRefusingBot(t *testing.T) (*store.DB, *refusingStore, *bot.Bot, *atomic.Int32) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &refusingStore{DB: db}
+	asked := new(atomic.Int32)
+	m := newModel(t)
+	m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		if asked.Add(1) == 1 {
+			st.refuse.Store(true)
+		}
+		return llmtest.Text("Done in the end.")
+	}))
+	ag, err := agent.New(agent.Config{}, m.client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
+	b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		db.Close()
+	})
+	return db, st, b, asked
+}
+
 // TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem fills the disk, as it
 // were, just as a status card and then an answer reach the platform: the store cannot record
 // that they were sent. Neither may be posted a second time; the card is edited in place once
