@@ -366,14 +366,14 @@ func TestHTTPOverCapIsBusy(t *testing.T) {
 	if code, _ := deliver(2); code != http.StatusOK {
 		t.Fatalf("the retry of the third event answered %d, want 200", code)
 	}
+	// The retry is taken off the queue, which has room for one, before the next event comes.
+	got = append(got, g.next(t).ID)
 	// One more event: had the refused delivery been queued as well, the thread's events
 	// would show it twice before this one.
 	if code, _ := deliver(3); code != http.StatusOK {
 		t.Fatalf("fourth event answered %d, want 200", code)
 	}
-	for range 2 {
-		got = append(got, g.next(t).ID)
-	}
+	got = append(got, g.next(t).ID)
 	if !slices.Equal(got, blocked.sent) {
 		t.Errorf("handled %v, want %v", got, blocked.sent)
 	}
