@@ -2,7 +2,6 @@ package bot_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -12,42 +11,24 @@ import (
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
-	"github.com/loopbot/loopbot/store"
 )
 
-// downStore is a replica's view of a database it cannot reach while down is set: every
-// write, claim and renewal fails.
+// downStore is a replica's view of a database it cannot reach while refuse is set: besides
+// the writes a refusingStore refuses, every claim and renewal fails.
 type downStore struct {
-	*store.DB
-	down atomic.Bool
-}
-
-var errDown = errors.New("store begin: connection lost before the commit")
-
-func (s *downStore) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
-	if s.down.Load() {
-		return errDown
-	}
-	return s.DB.Update(ctx, fn)
-}
-
-func (s *downStore) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
-	if s.down.Load() {
-		return errDown
-	}
-	return s.DB.UpdateFenced(ctx, l, fn)
+	refusingStore
 }
 
 func (s *downStore) RenewLease(ctx context.Context, l bot.Lease, now time.Time, ttl time.Duration) (bot.Lease, error) {
-	if s.down.Load() {
-		return bot.Lease{}, errDown
+	if s.refuse.Load() {
+		return bot.Lease{}, errRefused
 	}
 	return s.DB.RenewLease(ctx, l, now, ttl)
 }
 
 func (s *downStore) ClaimRuns(ctx context.Context, owner string, n int, now time.Time, ttl time.Duration) ([]bot.Lease, error) {
-	if s.down.Load() {
-		return nil, errDown
+	if s.refuse.Load() {
+		return nil, errRefused
 	}
 	return s.DB.ClaimRuns(ctx, owner, n, now, ttl)
 }
@@ -60,12 +41,12 @@ func TestHeldRunTakenOverLeavesNoSaveError(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db := openStore(t)
 		clk := &clock{}
-		st := &downStore{DB: db}
+		st := &downStore{refusingStore{DB: db}}
 		m := newModel(t)
 		var asked atomic.Int32
 		m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
 			if asked.Add(1) == 1 {
-				st.down.Store(true)
+				st.refuse.Store(true)
 			}
 			return llmtest.Text("Done in the end.")
 		}))
@@ -99,7 +80,7 @@ func TestHeldRunTakenOverLeavesNoSaveError(t *testing.T) {
 		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusCompleted {
 			t.Fatalf("b left the run %s, want completed", rec.Status)
 		}
-		st.down.Store(false)
+		st.refuse.Store(false)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if err := a.SaveError(); err != nil {
