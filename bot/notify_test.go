@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -15,21 +14,7 @@ import (
 // waiting for its heartbeat.
 func TestCancelNotifiedToTheOwner(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db := openStore(t)
-		clk := &clock{}
-		slow := &tool{name: "slow", risk: agent.RiskSafe, block: true}
-		m := newModel(t)
-		m.add(use("slow", `{}`))
-		a := newReplica(t, "a", db, clk, m, slow)
-		res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "wait"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if slow.calls.Load() != 1 {
-			t.Fatalf("slow ran %d times, want it running", slow.calls.Load())
-		}
-		b := newReplica(t, "b", db, clk, m, slow)
+		db, a, b, res := blockedOnA(t)
 		start := time.Now()
 		if _, err := b.bot.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventReply, Thread: thread, User: ann, Text: "stop"}); err != nil {
 			t.Fatal(err)

@@ -259,27 +259,35 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 	})
 }
 
+// blockedOnA starts replica a on a new store, has it start a run whose tool blocks until its
+// context ends, and starts replica b beside it on the same store and clock.
+func blockedOnA(t *testing.T) (db *store.DB, a, b *replica, res bot.Result) {
+	t.Helper()
+	db = openStore(t)
+	clk := &clock{}
+	slow := &tool{name: "slow", risk: agent.RiskSafe, block: true}
+	m := newModel(t)
+	m.add(use("slow", `{}`))
+	a = newReplica(t, "a", db, clk, m, slow)
+	res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if slow.calls.Load() != 1 {
+		t.Fatalf("slow ran %d times, want it running", slow.calls.Load())
+	}
+	b = newReplica(t, "b", db, clk, m, slow)
+	return db, a, b, res
+}
+
 // TestCancelReachesTheOwningReplica cancels, through replica b, a run that replica a works
 // on: b writes the cancel to the store, its notification is lost, and a's heartbeat finds
 // the run ended and stops its goroutine (the tool's context ends) within a third of the
 // lease.
 func TestCancelReachesTheOwningReplica(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db := openStore(t)
-		clk := &clock{}
-		slow := &tool{name: "slow", risk: agent.RiskSafe, block: true}
-		m := newModel(t)
-		m.add(use("slow", `{}`))
-		a := newReplica(t, "a", db, clk, m, slow)
-		res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "wait"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if slow.calls.Load() != 1 {
-			t.Fatalf("slow ran %d times, want it running", slow.calls.Load())
-		}
-		b := newReplica(t, "b", db, clk, m, slow)
+		db, a, b, res := blockedOnA(t)
 		b.store.Lose(true) // the heartbeat finds it; notify_test.go tests the notification
 		start := time.Now()
 		if _, err := b.bot.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventReply, Thread: thread, User: ann, Text: "stop"}); err != nil {
