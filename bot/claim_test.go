@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store"
 )
@@ -89,7 +90,7 @@ func TestGoalWhoseRunTheStoreRefusedStartsOnRetry(t *testing.T) {
 // once the store takes writes again.
 func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db, st, b, asked := startRefusingBot(t)
+		db, st, b, asked := startRefusingBot(t, nil)
 		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
 		if err != nil {
 			t.Fatal(err)
@@ -121,6 +122,71 @@ func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 		}
 		if err := b.SaveError(); err != nil {
 			t.Errorf("SaveError once the run was saved = %v, want nil", err)
+		}
+	})
+}
+
+// TestSaveErrorEndsWhenTheRunIsSavedAgain: the health check's SaveError clears as soon as a
+// held run's next checkpoint goes through, while the run still works (its next model request
+// is waiting), not only once the run ends.
+func TestSaveErrorEndsWhenTheRunIsSavedAgain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		release := make(chan struct{})
+		_, st, b, asked := startRefusingBot(t, func(n int32) llmtest.Step {
+			switch n {
+			case 2: // the resumed run's step, whose checkpoint goes through
+				return use("read_output", `{"call_id":"none"}`)
+			case 3:
+				<-release
+			}
+			return llmtest.Text("Done in the end.")
+		})
+		defer close(release)
+		if _, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := b.SaveError(); !errors.Is(err, errRefused) {
+			t.Fatalf("SaveError while the run's save is refused = %v, want the store's refusal", err)
+		}
+		st.refuse.Store(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := asked.Load(); n != 3 {
+			t.Fatalf("%d model requests, want the resumed run's third one waiting", n)
+		}
+		if err := b.SaveError(); err != nil {
+			t.Errorf("SaveError once the resumed run was saved, while it works = %v, want nil", err)
+		}
+	})
+}
+
+// TestSaveErrorEndsWithTheRun: a held run cancelled before it was saved again leaves no
+// SaveError behind once the loop finds it ended.
+func TestSaveErrorEndsWithTheRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db, st, b, _ := startRefusingBot(t, nil)
+		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := b.SaveError(); !errors.Is(err, errRefused) {
+			t.Fatalf("SaveError while the run's save is refused = %v, want the store's refusal", err)
+		}
+		st.refuse.Store(false)
+		if _, err := b.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventReply, Thread: thread, User: ann, Text: "stop"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusCancelled {
+			t.Fatalf("run is %s, want cancelled", rec.Status)
+		}
+		if err := b.SaveError(); err != nil {
+			t.Errorf("SaveError once the held run was cancelled = %v, want nil", err)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // once, instead of after the retry timer's ten seconds.
 func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		db, st, b, _ := startRefusingBot(t)
+		db, st, b, _ := startRefusingBot(t, nil)
 		first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
 		if err != nil {
 			t.Fatal(err)

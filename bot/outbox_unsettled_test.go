@@ -43,9 +43,10 @@ func (s *refusingStore) UpdateFenced(ctx context.Context, l bot.Lease, fn func(t
 
 // startRefusingBot starts a bot on a new bbolt store behind a refusingStore that begins to
 // refuse writes as the model is first asked (as a disk fills, or a database goes away, while
-// the model thinks); the model answers "Done in the end." to every request. It returns the
-// store, its refusing wrapper, the bot and the count of model requests.
-func startRefusingBot(t *testing.T) (*store.DB, *refusingStore, *bot.Bot, *atomic.Int32) {
+// the model thinks). The model answers the nth request with answer(n) when answer is not
+// nil, else with "Done in the end.". It returns the store, its refusing wrapper, the bot and
+// the count of model requests.
+func startRefusingBot(t *testing.T, answer func(n int32) llmtest.Step) (*store.DB, *refusingStore, *bot.Bot, *atomic.Int32) {
 	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
 	if err != nil {
@@ -55,8 +56,12 @@ func startRefusingBot(t *testing.T) (*store.DB, *refusingStore, *bot.Bot, *atomi
 	asked := new(atomic.Int32)
 	m := newModel(t)
 	m.srv.SetFallback(llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		if asked.Add(1) == 1 {
+		n := asked.Add(1)
+		if n == 1 {
 			st.refuse.Store(true)
+		}
+		if answer != nil {
+			return answer(n)
 		}
 		return llmtest.Text("Done in the end.")
 	}))
