@@ -199,6 +199,10 @@ func TestTakenOverRunFencesTheStaleReplica(t *testing.T) {
 		if !a.log.has("taken over by another replica") {
 			t.Errorf("a did not stop as taken over; its log:\n%s", a.log.buf.String())
 		}
+		// A refused fenced write is no save a waits for: a's health check stays good.
+		if err := a.bot.SaveError(); err != nil {
+			t.Errorf("a's SaveError after its fenced write = %v, want nil", err)
+		}
 		if c := runOf(t, db, res.RunID).State.Calls[0]; c.Status != agent.CallUnknown {
 			t.Errorf("after a's late write the call is %s, want %s as b stored it", c.Status, agent.CallUnknown)
 		}
