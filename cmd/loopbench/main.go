@@ -28,6 +28,7 @@ type options struct {
 	makespanRuns    int
 	makespanSteps   int
 	makespanLatency time.Duration
+	makespanModel   string
 
 	ackEvents int
 
@@ -115,6 +116,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
+	fs.StringVar(&o.makespanModel, "makespan-model", modelLean, "makespan and makespan-replicas: the fake model, "+modelLean+" (reads each request as a stream of tokens and keeps nothing) or "+modelLLMTest+" (llmtest's Server, which decodes and keeps every request)")
 	fs.IntVar(&o.planParts, "plan-parts", 3, "planner: independent parts of the task, each a plan step")
 	fs.IntVar(&o.planFetches, "plan-fetches", 4, "planner: tool calls of each part (of -output-kb KB each)")
 	fs.DurationVar(&o.planLatency, "plan-latency", 50*time.Millisecond, "planner: latency of each model reply")
@@ -129,6 +131,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 ||
 		o.planParts < 1 || o.planFetches < 1 || o.planLatency < 0 || o.replicas < 1 {
 		return fmt.Errorf("sizes must be positive")
+	}
+	if o.makespanModel != modelLean && o.makespanModel != modelLLMTest {
+		return fmt.Errorf("-makespan-model is %s or %s, not %q", modelLean, modelLLMTest, o.makespanModel)
 	}
 	chosen, err := choose(*pick)
 	if err != nil {
