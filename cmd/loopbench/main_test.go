@@ -231,6 +231,22 @@ func TestMakespanModels(t *testing.T) {
 	}
 }
 
+// TestTraceFlag takes an execution trace of a small makespan scenario: it names the burst's
+// region, which is what a reader of go tool trace looks for.
+func TestTraceFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.out")
+	figuresOf(t, "-scenarios=makespan", "-trace="+path, "-makespan-runs=3", "-makespan-steps=2", "-makespan-latency=1ms")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"makespan burst", "store: group"} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("the trace (%d bytes) does not name %q", len(data), want)
+		}
+	}
+}
+
 func TestCheckModelRequests(t *testing.T) {
 	stats := func(requests, calls, texts, refused int64) modelStats {
 		return modelStats{LeanStats: llmtest.LeanStats{Requests: requests, ToolCalls: calls, Texts: texts, Refused: refused}, CPUSeconds: 1}

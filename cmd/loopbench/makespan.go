@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -172,7 +173,10 @@ func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot
 	if err != nil {
 		return f, err
 	}
-	if f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db); err != nil {
+	region := trace.StartRegion(ctx, "makespan burst")
+	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db)
+	region.End()
+	if err != nil {
 		return f, err
 	}
 	cpuAfter, err := processCPU()
