@@ -174,14 +174,15 @@ func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot
 		return f, err
 	}
 	region := trace.StartRegion(ctx, "makespan burst")
-	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db)
+	var cpuAfter time.Duration
+	var cpuErr error
+	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db, func() { cpuAfter, cpuErr = processCPU() })
 	region.End()
 	if err != nil {
 		return f, err
 	}
-	cpuAfter, err := processCPU()
-	if err != nil {
-		return f, err
+	if cpuErr != nil {
+		return f, cpuErr
 	}
 	modelAfter, err := model.stats(ctx)
 	if err != nil {
@@ -197,9 +198,9 @@ func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot
 }
 
 // burst sends o.makespanRuns mentions at once, spread over bots in turn, waits for every
-// answer on plat, and reads from db when the last run completed. It returns when the burst
+// answer on plat, calls answered, and reads from db when the last run completed. It returns when the burst
 // started, how long the bots took to accept it, and that last completion.
-func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, db bot.Store) (start time.Time, accepted time.Duration, last time.Time, err error) {
+func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, db bot.Store, answered func()) (start time.Time, accepted time.Duration, last time.Time, err error) {
 	steps := o.makespanSteps
 	// The mentions arrive as a burst, each in its own channel, handled concurrently as
 	// adapters do; one channel would make the outbox's pacing of that channel the bottleneck.
@@ -236,6 +237,7 @@ func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, d
 			return start, accepted, last, fmt.Errorf("%d of %d answers posted: %w", n, o.makespanRuns, context.Cause(waitCtx))
 		}
 	}
+	answered()
 	err = db.View(ctx, func(tx bot.Tx) error {
 		runs, err := tx.Runs(bot.RunFilter{})
 		if err != nil {
