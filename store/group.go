@@ -69,6 +69,7 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 		return err
 	}
 	defer trace.StartRegion(ctx, "store: write").End()
+	db.writes.Add(1)
 	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
 	if first {
@@ -101,6 +102,12 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 	db.wmu.Unlock()
 	db.lead(group)
 	return db.settle(ctx, w, <-w.done)
+}
+
+// WriteCounts is how many writes the store was asked for and how many transactions
+// committed them since it was opened: the writes per commit say how well they were grouped.
+func (db *DB) WriteCounts() (writes, commits int64) {
+	return db.writes.Load(), db.commits.Load()
 }
 
 // lead commits group and hands the lead to the first writer queued meanwhile, a first one

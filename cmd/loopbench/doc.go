@@ -52,6 +52,8 @@
 //	         llmtest's Lean server in a child process, which keeps and decodes nothing
 //	         (-makespan-model=llmtest uses llmtest's Server instead, which decodes and keeps
 //	         every request); the scenario fails unless it was asked each step exactly once.
+//	         makespan_writes_per_run and makespan_written_mb: the store's writes over the
+//	         runs (the note gives its commits) and the bytes of pages it wrote meanwhile.
 //	makespan-replicas  makespan_ratio_replicas: the same burst on three bots (-replicas) in this
 //	         process sharing the PostgreSQL database of -database-url (or
 //	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the

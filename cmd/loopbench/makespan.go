@@ -87,6 +87,10 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 			Note: peakNote + "; bot, store, model client and recording platform, the fake model being another process"},
 		{Key: "makespan_bot_cpu_s", Value: br.botCPU.Seconds(), Unit: "s",
 			Note: "CPU time (user and system) of this process from the burst until the last answer was posted: bot, store, model client and recording platform"},
+		{Key: "makespan_writes_per_run", Value: float64(br.writes) / float64(o.makespanRuns), Unit: "writes",
+			Note: fmt.Sprintf("store writes (transactions asked for) meanwhile, over the runs: %d writes in %d commits of the one bbolt writer", br.writes, br.commits)},
+		{Key: "makespan_written_mb", Value: float64(br.written) / (1 << 20), Unit: "MB",
+			Note: "bytes of pages the store wrote meanwhile (bbolt's copy-on-write pages and a meta page a commit)"},
 		{Key: "makespan_model_cpu_s", Value: br.modelCPU.Seconds(), Unit: "s",
 			Note: fmt.Sprintf("CPU time of the fake model's process (%s) meanwhile, which shares the machine's cores with the bot as a real provider would not; it answered %d requests", o.makespanModel, br.requests)},
 	}, nil
@@ -159,6 +163,25 @@ type burstFigures struct {
 	// posted, and modelCPU the model process's meanwhile.
 	botCPU, modelCPU time.Duration
 	requests         int64 // the model was asked
+	// writes, commits and written are the store's writes, its commits and the bytes of
+	// pages it wrote meanwhile, when it counts them (writeCounter).
+	writes, commits, written int64
+}
+
+// writeCounter is a store that counts its writes (the bbolt store).
+type writeCounter interface {
+	WriteCounts() (writes, commits int64)
+	BytesWritten() int64
+}
+
+// countWrites returns what db has counted, zeros when it counts nothing.
+func countWrites(db bot.Store) (writes, commits, written int64) {
+	wc, ok := db.(writeCounter)
+	if !ok {
+		return 0, 0, 0
+	}
+	writes, commits = wc.WriteCounts()
+	return writes, commits, wc.BytesWritten()
 }
 
 // modelBurst runs burst against model, and fails unless the model was asked each step of
@@ -173,10 +196,15 @@ func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot
 	if err != nil {
 		return f, err
 	}
+	writes, commits, written := countWrites(db)
 	region := trace.StartRegion(ctx, "makespan burst")
 	var cpuAfter time.Duration
 	var cpuErr error
-	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db, func() { cpuAfter, cpuErr = processCPU() })
+	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db, func() {
+		cpuAfter, cpuErr = processCPU()
+		w, c, b := countWrites(db)
+		f.writes, f.commits, f.written = w-writes, c-commits, b-written
+	})
 	region.End()
 	if err != nil {
 		return f, err
