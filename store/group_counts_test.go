@@ -29,19 +29,8 @@ func TestWriteCounts(t *testing.T) {
 		if err := db.Update(t.Context(), func(tx bot.Tx) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		entered, release := make(chan struct{}), make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Go(func() {
-			err := db.Update(t.Context(), func(tx bot.Tx) error {
-				close(entered)
-				<-release
-				return put("held")(tx)
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-		<-entered
+		release := holdWrite(t, db, &wg)
 		for i := range 3 {
 			wg.Go(func() {
 				if err := db.Update(t.Context(), put(fmt.Sprint("queued-", i))); err != nil {
@@ -50,7 +39,7 @@ func TestWriteCounts(t *testing.T) {
 			})
 		}
 		synctest.Wait()
-		close(release)
+		release()
 		wg.Wait()
 		writes, commits := db.WriteCounts()
 		if got, want := writes-writes0, int64(6); got != want {
@@ -61,4 +50,23 @@ func TestWriteCounts(t *testing.T) {
 			t.Errorf("%d commits counted, want %d", got, want)
 		}
 	})
+}
+
+// holdWrite starts a write, in wg, that stays inside its transaction until release is
+// called, and returns once it is there: the writes made meanwhile queue behind it.
+func holdWrite(t *testing.T, db *DB, wg *sync.WaitGroup) (release func()) {
+	t.Helper()
+	entered, held := make(chan struct{}), make(chan struct{})
+	wg.Go(func() {
+		err := db.Update(t.Context(), func(tx bot.Tx) error {
+			close(entered)
+			<-held
+			return tx.PutAction(&bot.Action{ID: "held", Kind: bot.ActionCancel, RunID: "r"})
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-entered
+	return func() { close(held) }
 }
