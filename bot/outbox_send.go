@@ -182,9 +182,9 @@ func (d *dispatcher) remember(ch *channel, r result) {
 		return
 	}
 	if ch.shown == nil || len(ch.shown) >= maxShown {
-		ch.shown = map[string]unsettled{}
+		ch.shown = map[string]*unsettled{}
 	}
-	ch.shown[r.it.Key] = unsettled{ref: r.shownIn, msg: r.msg}
+	ch.shown[r.it.Key] = &unsettled{ref: r.shownIn, msg: r.msg}
 }
 
 // edited reports whether items of kind edit the message their first one posted.

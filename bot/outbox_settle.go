@@ -46,9 +46,9 @@ func (d *dispatcher) settle(ctx context.Context) {
 		if r.outcome == outcomeSent {
 			ch := d.channel(r.key)
 			if ch.unsettled == nil {
-				ch.unsettled = map[string]unsettled{}
+				ch.unsettled = map[string]*unsettled{}
 			}
-			ch.unsettled[r.it.Key] = unsettled{ref: r.ref, msg: r.msg}
+			ch.unsettled[r.it.Key] = &unsettled{ref: r.ref, msg: r.msg}
 		}
 	}
 }
