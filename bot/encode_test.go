@@ -14,19 +14,15 @@ import (
 	"github.com/loopbot/loopbot/store"
 )
 
-// encodeCounter is a bbolt store that counts the states it was asked to encode, and those
-// it was given the run's last encoding of, to reuse.
+// encodeCounter is a bbolt store that counts the states it was asked to encode.
 type encodeCounter struct {
 	*store.DB
-	encoded, withLast atomic.Int32
+	encoded atomic.Int32
 }
 
-func (s *encodeCounter) EncodeState(st *agent.State, prev bot.EncodedState) (bot.EncodedState, error) {
+func (s *encodeCounter) EncodeState(st *agent.State) (bot.EncodedState, error) {
 	s.encoded.Add(1)
-	if prev != nil && prev.Of() == st {
-		s.withLast.Add(1)
-	}
-	return s.DB.EncodeState(st, prev)
+	return s.DB.EncodeState(st)
 }
 
 // TestCheckpointEncodesBeforeTheTransaction checks that a run's checkpoints have the store
@@ -72,10 +68,6 @@ func TestCheckpointEncodesBeforeTheTransaction(t *testing.T) {
 		// Three steps, each checkpointed at least once.
 		if n := s.encoded.Load(); n < 3 {
 			t.Errorf("the store encoded %d states for a run of three steps, want one for every checkpoint", n)
-		}
-		// Every checkpoint but the first lends the store the run's last encoding.
-		if n, last := s.encoded.Load(), s.withLast.Load(); last != n-1 {
-			t.Errorf("%d of %d encodings were given the run's last one, want %d", last, n, n-1)
 		}
 	})
 }

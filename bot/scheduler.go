@@ -200,15 +200,13 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		})
 		return out, err
 	}
-	var last lastEncoding
-	checkpoint := func(ctx context.Context, st *agent.State) error { return s.checkpoint(ctx, st, &last) }
-	hooks := agent.Hooks{Checkpoint: checkpoint, Steer: steer, Ask: s.ask, Autonomy: s.autonomyHook(rec.Thread),
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask, Autonomy: s.autonomyHook(rec.Thread),
 		Grants: s.channelGrants(rec.Thread), Hold: s.holdRequested(id)}
 	stream := s.streams.open(rec)
 	if stream != nil {
 		hooks.Text = stream.text
 		hooks.Checkpoint = func(ctx context.Context, st *agent.State) error {
-			if err := checkpoint(ctx, st); err != nil {
+			if err := s.checkpoint(ctx, st); err != nil {
 				return err
 			}
 			stream.checkpointed(ctx, st)
@@ -296,19 +294,12 @@ func logRunStop(log *slog.Logger, id string, st *agent.State) {
 // checkpoint is the loop's hook: it saves the run's state and the outbox items its
 // transition calls for, in one transaction, and wakes the dispatcher to send them. A store
 // that can encodes the state here first, in the run's goroutine, so that the transaction,
-// which may wait for and hold the store's one writer, has less to do. last holds the run's
-// last encoding, whose unchanged items the next one reuses.
-func (s *scheduler) checkpoint(ctx context.Context, st *agent.State, last *lastEncoding) error {
+// which may wait for and hold the store's one writer, has less to do.
+func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
 	var enc EncodedState
 	if e, ok := s.store.(StateEncoder); ok {
-		last.mu.Lock()
 		var err error
-		enc, err = e.EncodeState(st, last.enc)
-		if err == nil {
-			last.enc = enc
-		}
-		last.mu.Unlock()
-		if err != nil {
+		if enc, err = e.EncodeState(st); err != nil {
 			return fmt.Errorf("save run: %w", err)
 		}
 	}
@@ -325,14 +316,6 @@ func (s *scheduler) checkpoint(ctx context.Context, st *agent.State, last *lastE
 	s.mu.Unlock()
 	s.sent()
 	return nil
-}
-
-// lastEncoding is a run's last encoding of its state, which its next checkpoint reuses.
-// The lock only guards against a loop that checkpoints from two goroutines at once, which
-// the agent does not do.
-type lastEncoding struct {
-	mu  sync.Mutex
-	enc EncodedState
 }
 
 // saveError returns why a run's last checkpoint was refused, if some run's was and it has

@@ -174,9 +174,7 @@ type StateEncoder interface {
 	// EncodeState encodes st for a PutRun of a record whose State is st. st must not change
 	// until that PutRun: the store checks only the cheap signs of a change (the step, the
 	// status, the lengths of the lists, the update time) and encodes afresh when one differs.
-	// prev, if not nil, is an earlier encoding of the run's state by the same store, whose
-	// bytes it may reuse for what did not change since.
-	EncodeState(st *agent.State, prev EncodedState) (EncodedState, error)
+	EncodeState(st *agent.State) (EncodedState, error)
 }
 
 // EncodedState is a state encoded by a StateEncoder.

@@ -26,12 +26,6 @@ type encodedState struct {
 	rest  json.RawMessage
 	msgs  [][]byte
 	calls [][]byte
-	// msgVals and callVals are copies of the items as they were encoded, which a later
-	// encoding of the state reuses the bytes of while an item is the same (reuse.go); nil
-	// when the state is too big to keep them, and kept says they are there.
-	msgVals  []*agent.Message
-	callVals []*agent.CallRecord
-	kept     bool
 }
 
 func (e *encodedState) Of() *agent.State { return e.st }
@@ -50,71 +44,39 @@ func signOf(st *agent.State) stateSign {
 }
 
 // EncodeState encodes st as PutRun would (bot.StateEncoder), for the caller to do before
-// it waits for the writer. prev, an earlier encoding this store made, lends the bytes of
-// the items that did not change since.
-func (db *DB) EncodeState(st *agent.State, prev bot.EncodedState) (bot.EncodedState, error) {
+// it waits for the writer.
+func (db *DB) EncodeState(st *agent.State) (bot.EncodedState, error) {
 	if st == nil {
 		return nil, fmt.Errorf("encode state: nil")
 	}
-	p, _ := prev.(*encodedState)
-	return encodeState(st, p)
+	return encodeState(st)
 }
 
-func encodeState(st *agent.State, prev *encodedState) (*encodedState, error) {
+func encodeState(st *agent.State) (*encodedState, error) {
 	rest, err := json.Marshal(splitState(st))
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	e := &encodedState{st: st, sign: signOf(st), rest: rest}
-	// A state that was too big to keep copies of its items last time is too big now: its
-	// items are encoded as they are, with no copies.
-	keep := prev == nil || prev.kept
-	var prevMsgs items[agent.Message]
-	var prevCalls items[agent.CallRecord]
-	if prev != nil {
-		prevMsgs = items[agent.Message]{vals: prev.msgVals, data: prev.msgs}
-		prevCalls = items[agent.CallRecord]{vals: prev.callVals, data: prev.calls}
-	}
-	msgs, err := encodeList(st.Messages, itemMessage, prevMsgs, sameMessage, keepMessage, keep)
+	msgs, err := encodeList(st.Messages, itemMessage)
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	calls, err := encodeList(st.Calls, itemCall, prevCalls, sameCall, keepCall, keep)
+	calls, err := encodeList(st.Calls, itemCall)
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	e.msgs, e.calls = msgs.data, calls.data
-	if keep && msgs.size+calls.size <= maxKeptEncoding {
-		e.msgVals, e.callVals, e.kept = msgs.vals, calls.vals, true
-	}
-	return e, nil
+	return &encodedState{st: st, sign: signOf(st), rest: rest, msgs: msgs, calls: calls}, nil
 }
 
-// encodeList encodes each element of list, the run items of kind, reusing the bytes of
-// prev's elements that are the same. With keep set it keeps a copy of each element for
-// the next encoding.
-func encodeList[T any](list []T, kind byte, prev items[T], same func(a, b *T) bool, copyOf func(T) *T, keep bool) (items[T], error) {
-	out := items[T]{data: make([][]byte, len(list))}
-	if keep {
-		out.vals = make([]*T, len(list))
-	}
+// encodeList encodes each element of list, the run items of kind.
+func encodeList[T any](list []T, kind byte) ([][]byte, error) {
+	out := make([][]byte, len(list))
 	for i := range list {
-		if i < len(prev.vals) && same(prev.vals[i], &list[i]) {
-			out.data[i] = prev.data[i]
-			if keep {
-				out.vals[i] = prev.vals[i]
-			}
-		} else {
-			data, err := json.Marshal(&list[i])
-			if err != nil {
-				return items[T]{}, fmt.Errorf("item %c%d: %w", kind, i, err)
-			}
-			out.data[i] = data
-			if keep {
-				out.vals[i] = copyOf(list[i])
-			}
+		data, err := json.Marshal(&list[i])
+		if err != nil {
+			return nil, fmt.Errorf("item %c%d: %w", kind, i, err)
 		}
-		out.size += len(out.data[i])
+		out[i] = data
 	}
 	return out, nil
 }
@@ -128,7 +90,7 @@ func encodingOf(r *bot.RunRecord) (*encodedState, error) {
 	if e, ok := r.Encoded.(*encodedState); ok && e != nil && e.st == r.State && e.sign == signOf(r.State) {
 		return e, nil
 	}
-	return encodeState(r.State, nil)
+	return encodeState(r.State)
 }
 
 // runWire is a run's record as the runs bucket holds it, with its state already encoded:

@@ -17,7 +17,7 @@ import (
 func TestPutRunUsesTheEncodingItWasGiven(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "loopbot.db"))
 	r := growingRun(3)
-	enc, err := db.EncodeState(r.State, nil)
+	enc, err := db.EncodeState(r.State)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPutRunEncodesAStateThatChanged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := openTest(t, filepath.Join(t.TempDir(), "loopbot.db"))
 			r := growingRun(3)
-			enc, err := db.EncodeState(r.State, nil)
+			enc, err := db.EncodeState(r.State)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func BenchmarkPutRunWriter(b *testing.B) {
 				st.Step = 100 + i
 				states[i] = &st
 				if mode == "encoded before" {
-					enc, err := db.EncodeState(&st, nil)
+					enc, err := db.EncodeState(&st)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -134,41 +134,6 @@ func BenchmarkPutRunWriter(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-		})
-	}
-}
-
-// BenchmarkEncodeState encodes a run's state at each of its checkpoints, as a run's
-// goroutine does before it queues for the writer: six steps of short outputs, as in the
-// makespan scenario. "afresh" encodes every item at every checkpoint, as EncodeState did
-// before; "with the last" gives it the run's last encoding, as the scheduler does now.
-// ns/op is per run; ns/checkpoint and the allocations are the encodings' alone.
-func BenchmarkEncodeState(b *testing.B) {
-	const steps = 6
-	db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
-	for _, mode := range []string{"afresh", "with the last"} {
-		b.Run(mode, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				r := growingRun(0)
-				var last bot.EncodedState
-				for range steps {
-					b.StopTimer() // the step is the loop's, not the encoding's
-					step(r)
-					r.State.Calls[len(r.State.Calls)-1].Output = "a short result"
-					r.State.Messages[len(r.State.Messages)-1].Content = "a short result"
-					b.StartTimer()
-					if mode == "afresh" {
-						last = nil
-					}
-					enc, err := db.EncodeState(r.State, last)
-					if err != nil {
-						b.Fatal(err)
-					}
-					last = enc
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/checkpoint")
 		})
 	}
 }

@@ -171,7 +171,7 @@ func splitRuns(btx *bolt.Tx) error {
 		if r.State == nil {
 			return nil
 		}
-		enc, err := encodeState(r.State, nil)
+		enc, err := encodeState(r.State)
 		if err != nil {
 			return fmt.Errorf("run %s: %w", r.ID, err)
 		}
