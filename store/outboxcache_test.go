@@ -66,19 +66,34 @@ func TestOutboxItemsAreCopies(t *testing.T) {
 }
 
 // BenchmarkOutbox lists an outbox of 1000 status cards, as the dispatcher does on every pass
-// while a thousand runs go, none of them changed since the listing before.
+// while a thousand runs go: "unchanged", none of them changed since the listing before;
+// "one changed", one card put again before each listing (not measured), as in the
+// makespan scenario, where some run checkpoints between any two passes.
 func BenchmarkOutbox(b *testing.B) {
-	db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
-	var items []bot.OutboxItem
-	for i := range 1000 {
-		items = append(items, bot.OutboxItem{Key: fmt.Sprintf("card/run-%04d", i), Kind: bot.OutboxCard, RunID: fmt.Sprintf("run-%04d", i),
-			Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", i), Thread: "1740830400.000100"}, CreatedAt: time.Unix(int64(i), 0).UTC()})
-	}
-	putOutboxItems(b, db, items...)
-	b.ReportAllocs()
-	for b.Loop() {
-		if got := listOutbox(b, db); len(got) != 1000 {
-			b.Fatalf("%d items", len(got))
-		}
+	for _, mode := range []string{"unchanged", "one changed"} {
+		b.Run(mode, func(b *testing.B) {
+			db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
+			var items []bot.OutboxItem
+			for i := range 1000 {
+				items = append(items, bot.OutboxItem{Key: fmt.Sprintf("card/run-%04d", i), Kind: bot.OutboxCard, RunID: fmt.Sprintf("run-%04d", i),
+					Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", i), Thread: "1740830400.000100"}, CreatedAt: time.Unix(int64(i), 0).UTC()})
+			}
+			putOutboxItems(b, db, items...)
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				if mode == "one changed" {
+					b.StopTimer()
+					it := items[n%len(items)]
+					n++
+					it.Attempts = n
+					putOutboxItems(b, db, it)
+					b.StartTimer()
+				}
+				if got := listOutbox(b, db); len(got) != 1000 {
+					b.Fatalf("%d items", len(got))
+				}
+			}
+		})
 	}
 }
