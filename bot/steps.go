@@ -57,13 +57,14 @@ var loopTools = map[string]bool{"update_plan": true, "ask_user": true, "ask_plan
 // runSteps returns the run's newest steps, oldest first, and how many older ones were left
 // out.
 func runSteps(st *agent.State) (steps []Step, earlier int) {
-	// A planned run's calls are its executors' (State.AllCalls), step by step.
-	for _, c := range st.AllCalls() {
-		if loopTools[c.Name] {
-			continue
+	// A planned run's calls are its executors' (State.AllCalls), step by step. AnyCall
+	// visits the same calls without copying them all for every card.
+	st.AnyCall(func(c *agent.CallRecord) bool {
+		if !loopTools[c.Name] {
+			steps = append(steps, step(*c))
 		}
-		steps = append(steps, step(c))
-	}
+		return false
+	})
 	if len(steps) > maxSteps {
 		earlier = len(steps) - maxSteps
 		steps = steps[earlier:]
