@@ -52,9 +52,11 @@ type dispatcher struct {
 	// called again.
 	queue []job
 	next  time.Time
-	// held, seen and stored are a pass's sets (pass), kept from one pass to the next so
-	// that a pass over a thousand items does not grow three maps afresh.
+	// held, seen and stored are a pass's sets (pass), and listed its list of the outbox,
+	// kept from one pass to the next so that a pass over a thousand items does not grow
+	// three maps and a list afresh.
 	held, seen, stored map[string]bool
+	listed             []OutboxItem
 	// nextScan is when the loop may read the outbox again: a pass reads every waiting item,
 	// so passes are spaced by a few times what the last one took (scanSpacing), and a
 	// burst of wakes does not make the loop spend its time reading the same items again.
@@ -296,7 +298,11 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 	var items []OutboxItem
 	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
-		items, err = tx.Outbox()
+		if a, ok := tx.(OutboxAppender); ok {
+			items, err = a.AppendOutbox(d.listed[:0])
+		} else {
+			items, err = tx.Outbox()
+		}
 		return err
 	})
 	if err != nil {
@@ -382,11 +388,14 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 			delete(d.channels, key)
 		}
 	}
-	if len(items) <= scanFree {
-		// The sets a burst grew are not kept once the outbox is small again.
-		d.held, d.seen, d.stored = nil, nil, nil
+	read = len(items)
+	clear(items) // the jobs have their copies
+	d.listed = items[:0]
+	if read <= scanFree {
+		// The sets and the list a burst grew are not kept once the outbox is small again.
+		d.held, d.seen, d.stored, d.listed = nil, nil, nil, nil
 	}
-	return next, left, len(items)
+	return next, left, read
 }
 
 // feed hands queued items to the workers while some are free. An item whose channel came to

@@ -48,7 +48,10 @@ func (c *outboxCache) store(m map[string]*cachedItem) {
 
 // Outbox lists the items oldest first, so that a thread's messages go out in the order they
 // were asked for. The outbox only holds what is not yet sent, so sorting it is cheap.
-func (t *tx) Outbox() ([]bot.OutboxItem, error) {
+func (t *tx) Outbox() ([]bot.OutboxItem, error) { return t.AppendOutbox(nil) }
+
+// AppendOutbox appends what Outbox lists to dst (bot.OutboxAppender).
+func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 	b, err := t.bucket(bucketOutbox)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox item: %w", err)
@@ -59,7 +62,10 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 		cache = &t.db.outbox
 		seen = cache.load()
 	}
-	out := make([]bot.OutboxItem, 0, len(seen))
+	out := dst[:0]
+	if out == nil {
+		out = make([]bot.OutboxItem, 0, len(seen))
+	}
 	hits := make([]string, 0, len(seen)) // keys of the items found decoded
 	var fresh []*cachedItem              // items decoded now
 	err = b.ForEach(func(k, v []byte) error {

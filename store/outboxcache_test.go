@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -95,5 +96,38 @@ func BenchmarkOutbox(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendOutboxReusesTheSlice checks that AppendOutbox lists what Outbox lists into the
+// array it is given, whatever that held before.
+func TestAppendOutboxReusesTheSlice(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	for i := range 3 {
+		putOutboxItems(t, db, bot.OutboxItem{Key: fmt.Sprintf("card/run-%d", i), Kind: bot.OutboxCard, RunID: fmt.Sprintf("run-%d", i),
+			Thread: bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}, CreatedAt: time.Unix(int64(100-i), 0).UTC()})
+	}
+	want := listOutbox(t, db)
+	dst := make([]bot.OutboxItem, 5, 16)
+	for i := range dst {
+		dst[i] = bot.OutboxItem{Key: "stale"}
+	}
+	var got []bot.OutboxItem
+	if err := db.View(t.Context(), func(tx bot.Tx) error {
+		a, ok := tx.(bot.OutboxAppender)
+		if !ok {
+			t.Fatal("the bbolt store's transaction is not an OutboxAppender")
+		}
+		var err error
+		got, err = a.AppendOutbox(dst[:0])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("AppendOutbox listed %+v, want %+v", got, want)
+	}
+	if &got[0] != &dst[0] {
+		t.Error("AppendOutbox did not list into the array it was given")
 	}
 }
