@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,6 +123,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "startup: how long the last start sits idle before its RSS is read")
 	fs.StringVar(&o.loopbot, "loopbot", "", "startup: the loopbot binary to start; empty builds ./cmd/loopbot of this module")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the chosen scenarios to this file")
+	traceFile := fs.String("trace", "", "write an execution trace of the chosen scenarios to this file (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -145,6 +147,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 
 	var figs []figure

@@ -1,6 +1,7 @@
 package slackfake
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -116,8 +117,11 @@ type Server struct {
 	url     string
 	sockets sync.WaitGroup
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced whenever a record changes
+	mu sync.Mutex
+	// changed is closed whenever a record changes, and made again by the next Wait: a
+	// change nobody waits for costs nothing.
+	changed   chan struct{}
+	ackWaits  []ackWait // WaitAcks's waiters
 	closed    bool
 	calls     []Call
 	acks      []Ack
@@ -165,7 +169,6 @@ func New() (*Server, error) {
 	}
 	s := &Server{
 		url:       "http://" + ln.Addr().String(),
-		changed:   make(chan struct{}),
 		fail:      map[string][]Failure{},
 		envs:      map[string]*envelope{},
 		live:      map[*conn]bool{},
@@ -213,8 +216,10 @@ func (s *Server) ResponseURL() string { return s.APIURL() + "response_url" }
 
 // notifyLocked wakes every Wait; s.mu must be held.
 func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // Wait blocks until cond holds or ctx ends. cond is evaluated now and again after every
@@ -223,6 +228,9 @@ func (s *Server) notifyLocked() {
 func (s *Server) Wait(ctx context.Context, cond func() bool) error {
 	for {
 		s.mu.Lock()
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
 		changed := s.changed
 		s.mu.Unlock()
 		if cond() {
@@ -280,6 +288,45 @@ func (s *Server) AckCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.acks)
+}
+
+// ackWait is a WaitAcks waiting for n acknowledgements.
+type ackWait struct {
+	n    int
+	done chan struct{}
+}
+
+// WaitAcks waits until n acknowledgements have been read, without waking at each one as
+// Wait would: for a burst's acks, whose wait runs on the cores of the client it times.
+func (s *Server) WaitAcks(ctx context.Context, n int) error {
+	s.mu.Lock()
+	if len(s.acks) >= n {
+		s.mu.Unlock()
+		return nil
+	}
+	w := ackWait{n: n, done: make(chan struct{})}
+	s.ackWaits = append(s.ackWaits, w)
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.ackWaits = slices.DeleteFunc(s.ackWaits, func(o ackWait) bool { return o.done == w.done })
+		s.mu.Unlock()
+		return fmt.Errorf("slackfake: wait for %d acks: %w", n, ctx.Err())
+	}
+}
+
+// ackedLocked ends the WaitAcks that the acks read so far satisfy; s.mu must be held.
+func (s *Server) ackedLocked() {
+	s.ackWaits = slices.DeleteFunc(s.ackWaits, func(w ackWait) bool {
+		if len(s.acks) < w.n {
+			return false
+		}
+		close(w.done)
+		return true
+	})
 }
 
 // WaitAck waits for the first acknowledgement of envelopeID and returns it.
@@ -574,12 +621,19 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	// The acks are read into one buffer: this runs on the cores of the client it times.
+	var buf bytes.Buffer
 	for {
-		_, b, err := ws.ReadMessage()
+		_, r, err := ws.NextReader()
 		if err != nil {
 			return
 		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(r); err != nil {
+			return
+		}
 		at := time.Now()
+		b := buf.Bytes()
 		var a struct {
 			EnvelopeID string          `json:"envelope_id"`
 			Payload    json.RawMessage `json:"payload"`
@@ -603,6 +657,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 			ack.WrittenAt, ack.Deliveries = e.writtenAt, e.deliveries
 		}
 		s.acks = append(s.acks, ack)
+		s.ackedLocked()
 		s.notifyLocked()
 		s.mu.Unlock()
 	}
