@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/loopbot/loopbot/bot"
 )
@@ -87,12 +86,12 @@ func TestBatchTakeWaits(t *testing.T) {
 // TestQueueOrder: jobs come out in the order they went in while the queue's array is
 // reused and its front compacted.
 func TestQueueOrder(t *testing.T) {
-	q := newQueue(1000)
+	q := newQueue(1 << 20)
 	put := func(id string) {
 		if !q.reserve() {
 			t.Fatalf("no room for %s", id)
 		}
-		q.commit(job{ev: bot.Event{ID: id}})
+		q.commit(&job{ev: bot.Event{ID: id}})
 	}
 	want := 0
 	get := func() {
@@ -122,7 +121,7 @@ func TestQueueOrder(t *testing.T) {
 		t.Errorf("emptied queue: head %d, %d jobs, room for %d", q.head, len(q.jobs), cap(q.jobs))
 	}
 	// A burst larger than what a queue keeps: its array goes once it is handled.
-	for range keptQueueBytes/int(unsafe.Sizeof(job{})) + 1 {
+	for range keptQueueJobs + 1 {
 		put(fmt.Sprint(next))
 		next++
 	}

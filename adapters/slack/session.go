@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/slack-go/slack"
 
@@ -142,7 +141,7 @@ func (s *session) tryEnqueue(j job) bool {
 			return true
 		}
 	}
-	q.commit(j)
+	q.commit(&j)
 	return true
 }
 
@@ -174,16 +173,15 @@ type queue struct {
 
 	mu sync.Mutex
 	// jobs[head:] wait, oldest first. The array is kept while the queue empties and fills
-	// again, up to keptQueueBytes, so that each burst does not grow one anew.
-	jobs     []job
+	// again, up to keptQueueJobs, so that each burst does not grow one anew.
+	jobs     []*job
 	head     int
 	reserved int // room promised by reserve and not yet filled by commit or given back
 	closed   bool
 }
 
-// keptQueueBytes bounds the array a queue keeps once empty: about 220 jobs, a quarter of a
-// burst of 500 spread over the workers, with room to spare.
-const keptQueueBytes = 64 << 10
+// keptQueueJobs bounds the array a queue keeps once empty (8 KB).
+const keptQueueJobs = 1024
 
 func newQueue(limit int) *queue {
 	return &queue{limit: limit, ready: make(chan struct{}, 1)}
@@ -202,7 +200,7 @@ func (q *queue) reserve() bool {
 }
 
 // commit puts j in the room reserve promised.
-func (q *queue) commit(j job) {
+func (q *queue) commit(j *job) {
 	q.mu.Lock()
 	q.reserved--
 	if q.head > 0 && len(q.jobs) == cap(q.jobs) {
@@ -231,17 +229,17 @@ func (q *queue) take() (job, bool) {
 		q.mu.Lock()
 		if q.head < len(q.jobs) {
 			j := q.jobs[q.head]
-			q.jobs[q.head] = job{}
+			q.jobs[q.head] = nil
 			q.head++
 			if q.head == len(q.jobs) {
 				// Let a large burst's array go rather than keep it for good.
 				q.jobs, q.head = q.jobs[:0], 0
-				if cap(q.jobs)*int(unsafe.Sizeof(job{})) > keptQueueBytes {
+				if cap(q.jobs) > keptQueueJobs {
 					q.jobs = nil
 				}
 			}
 			q.mu.Unlock()
-			return j, true
+			return *j, true
 		}
 		done := q.closed && q.reserved == 0
 		q.mu.Unlock()

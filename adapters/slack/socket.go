@@ -120,7 +120,7 @@ const maxBatch = 256
 type delivery struct {
 	envelope string
 	answer   any
-	job      job
+	job      *job   // nil when there is nothing to handle
 	q        *queue // the job's worker, with room reserved; nil when there is no job
 	durable  bool   // the job is accepted before the ack
 	dropped  bool   // not to be acknowledged: Slack delivers it again
@@ -220,12 +220,13 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 		return delivery{}, false
 	}
 	d := delivery{envelope: e.EnvelopeID}
+	var j job
 	var ok bool
 	switch e.Type {
 	case "events_api":
-		d.job, ok = s.fromEvent(e.Payload)
+		j, ok = s.fromEvent(e.Payload)
 	case "interactive":
-		d.job, ok = s.fromInteraction(e.Payload)
+		j, ok = s.fromInteraction(e.Payload)
 	case "slash_commands":
 		var sc slashCommand
 		if err := json.Unmarshal(e.Payload, &sc); err != nil {
@@ -233,7 +234,7 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 			break
 		}
 		var reply string
-		d.job, reply, ok = s.fromCommand(sc)
+		j, reply, ok = s.fromCommand(sc)
 		if reply != "" {
 			d.answer = ephemeral(reply)
 		}
@@ -246,12 +247,13 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 	// Room for the job is reserved before the ack, so that an acknowledged job always has a
 	// place and this loop never waits for the workers. When the thread's worker has too
 	// many waiting, the envelope is not acknowledged: Slack delivers it again later.
-	q := s.queueFor(d.job)
+	q := s.queueFor(j)
 	if !q.reserve() {
 		a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
-			"envelope", e.EnvelopeID, "event", d.job.ev.ID, "channel", d.job.ev.Thread.Channel)
+			"envelope", e.EnvelopeID, "event", j.ev.ID, "channel", j.ev.Thread.Channel)
 		return delivery{}, false
 	}
-	d.q, d.durable = q, s.durable(d.job)
+	held := j // on the heap, where the queue keeps it; j stays on the stack
+	d.job, d.q, d.durable = &held, q, s.durable(j)
 	return d, true
 }
