@@ -58,9 +58,13 @@ func (b *batch) add(ctx context.Context, d delivery) (int, bool) {
 }
 
 // take waits for deliveries and returns them all, handing spare (emptied) to the batch for
-// the next ones; false once the batch is closed and empty, or ctx ended.
+// the next ones; false once the batch is closed and empty, or ctx ended (what is left is
+// for close to hand back, not to be accepted).
 func (b *batch) take(ctx context.Context, spare []delivery) ([]delivery, bool) {
 	for {
+		if ctx.Err() != nil {
+			return nil, false
+		}
 		b.mu.Lock()
 		if len(b.ds) > 0 {
 			ds, full := b.ds, len(b.ds) >= maxBatch

@@ -62,7 +62,8 @@ func TestBatch(t *testing.T) {
 	}
 }
 
-// TestBatchTakeWaits: take waits for the first delivery, and ends with its context.
+// TestBatchTakeWaits: take waits for the first delivery, and ends with its context, even
+// with deliveries waiting.
 func TestBatchTakeWaits(t *testing.T) {
 	b := newBatch()
 	got := make(chan []delivery)
@@ -80,6 +81,17 @@ func TestBatchTakeWaits(t *testing.T) {
 	cancel()
 	if _, ok := b.take(ctx, nil); ok {
 		t.Error("take on an empty batch with its context ended reported ok")
+	}
+	// Once Run's context has ended, what was decoded is not taken to be accepted: close
+	// hands it back.
+	if _, ok := b.add(t.Context(), delivery{envelope: "late"}); !ok {
+		t.Fatal("add failed")
+	}
+	if ds, ok := b.take(ctx, nil); ok {
+		t.Errorf("take with its context ended returned %d deliveries", len(ds))
+	}
+	if left := b.close(); len(left) != 1 {
+		t.Errorf("close returned %d deliveries, want the one left", len(left))
 	}
 }
 
