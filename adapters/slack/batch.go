@@ -17,6 +17,10 @@ import (
 // batch is the deliveries decoded and not yet taken by the acker. Its two slices take
 // turns, so that a burst allocates none once they have grown.
 type batch struct {
+	// decoded, if set, is told under mu how many deliveries wait after each add and take
+	// (Adapter.decoded, for tests).
+	decoded func(waiting int)
+
 	mu     sync.Mutex
 	ds     []delivery
 	closed bool
@@ -42,6 +46,9 @@ func (b *batch) add(ctx context.Context, d delivery) (int, bool) {
 		if len(b.ds) < maxBatch {
 			b.ds = append(b.ds, d)
 			n := len(b.ds)
+			if b.decoded != nil {
+				b.decoded(n)
+			}
 			b.mu.Unlock()
 			if n == 1 {
 				signal(b.ready)
@@ -70,6 +77,9 @@ func (b *batch) take(ctx context.Context, spare []delivery) ([]delivery, bool) {
 			ds, full := b.ds, len(b.ds) >= maxBatch
 			clear(spare[:cap(spare)])
 			b.ds = spare[:0]
+			if b.decoded != nil {
+				b.decoded(0)
+			}
 			b.mu.Unlock()
 			if full {
 				signal(b.room)

@@ -50,6 +50,7 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	// of the read buffer, which the next frame reuses) and adds it to the batch; it waits
 	// when maxBatch wait, which leaves the envelopes that come meanwhile in the socket.
 	pending := newBatch()
+	pending.decoded = a.decoded
 	done := make(chan error, 1)
 	go func() {
 		done <- sc.run(runCtx, func(e envelope) {
@@ -59,15 +60,8 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 				s.intake.settled(1)
 				return
 			}
-			n, ok := pending.add(runCtx, d)
-			if !ok {
-				if d.q != nil {
-					d.q.release()
-				}
-				return
-			}
-			if a.decoded != nil {
-				a.decoded(n)
+			if _, ok := pending.add(runCtx, d); !ok && d.q != nil {
+				d.q.release()
 			}
 		})
 	}()
