@@ -6,6 +6,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"strconv"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -70,6 +71,8 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 	}
 	defer trace.StartRegion(ctx, "store: write").End()
 	db.writes.Add(1)
+	queued := time.Now()
+	defer func() { db.waited.Add(int64(time.Since(queued))) }()
 	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
 	if first {
@@ -104,10 +107,20 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 	return db.settle(ctx, w, <-w.done)
 }
 
-// WriteCounts is how many writes the store was asked for and how many transactions
-// committed them since it was opened: the writes per commit say how well they were grouped.
-func (db *DB) WriteCounts() (writes, commits int64) {
-	return db.writes.Load(), db.commits.Load()
+// WriteStats are what the store's writes cost since it was opened.
+type WriteStats struct {
+	// Writes is how many writes it was asked for, and Commits how many transactions
+	// committed them: the writes per commit say how well they were grouped.
+	Writes, Commits int64
+	// Waited is the time the writes took from being queued to their result, summed over
+	// them, and Busy the time the one writer spent running groups and committing them.
+	Waited, Busy time.Duration
+}
+
+// WriteStats returns what the store's writes cost since it was opened.
+func (db *DB) WriteStats() WriteStats {
+	return WriteStats{Writes: db.writes.Load(), Commits: db.commits.Load(),
+		Waited: time.Duration(db.waited.Load()), Busy: time.Duration(db.busy.Load())}
 }
 
 // lead commits group and hands the lead to the first writer queued meanwhile, a first one
@@ -148,6 +161,8 @@ func (db *DB) settle(ctx context.Context, w *write, o outcome) error {
 // enqueueing to its result is a region "store: write".
 func (db *DB) commit(group []*write) {
 	defer trace.StartRegion(context.Background(), "store: group").End()
+	began := time.Now()
+	defer func() { db.busy.Add(int64(time.Since(began))) }()
 	if trace.IsEnabled() {
 		trace.Log(context.Background(), "group size", strconv.Itoa(len(group)))
 	}

@@ -6,20 +6,22 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/loopbot/loopbot/bot"
 )
 
-// TestWriteCounts counts writes and commits: a write that writes nothing costs no commit,
-// and writes queued behind a held one are committed together.
-func TestWriteCounts(t *testing.T) {
+// TestWriteStats counts writes and commits: a write that writes nothing costs no commit,
+// and writes queued behind a held one are committed together. The writes that queued
+// waited while the held one was held, and the writer was busy meanwhile.
+func TestWriteStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db, err := Open(filepath.Join(t.TempDir(), "loopbot.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		writes0, commits0 := db.WriteCounts()
+		before := db.WriteStats()
 		put := func(id string) func(bot.Tx) error {
 			return func(tx bot.Tx) error { return tx.PutAction(&bot.Action{ID: id, Kind: bot.ActionCancel, RunID: "r"}) }
 		}
@@ -39,15 +41,25 @@ func TestWriteCounts(t *testing.T) {
 			})
 		}
 		synctest.Wait()
+		const held = time.Minute
+		time.Sleep(held) // in the bubble: the clock moves only when everyone waits
 		release()
 		wg.Wait()
-		writes, commits := db.WriteCounts()
-		if got, want := writes-writes0, int64(6); got != want {
+		after := db.WriteStats()
+		if got, want := after.Writes-before.Writes, int64(6); got != want {
 			t.Errorf("%d writes counted, want %d", got, want)
 		}
 		// The lone write, the held one, and the three queued behind it together.
-		if got, want := commits-commits0, int64(3); got != want {
+		if got, want := after.Commits-before.Commits, int64(3); got != want {
 			t.Errorf("%d commits counted, want %d", got, want)
+		}
+		// The held write and the three behind it each waited the minute; the writer was
+		// busy for it running the held one's function.
+		if got, want := after.Waited-before.Waited, 4*held; got != want {
+			t.Errorf("the writes waited %v, want %v", got, want)
+		}
+		if got, want := after.Busy-before.Busy, held; got != want {
+			t.Errorf("the writer was busy %v, want %v", got, want)
 		}
 	})
 }

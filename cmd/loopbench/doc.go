@@ -53,7 +53,9 @@
 //	         (-makespan-model=llmtest uses llmtest's Server instead, which decodes and keeps
 //	         every request); the scenario fails unless it was asked each step exactly once.
 //	         makespan_writes_per_run and makespan_written_mb: the store's writes over the
-//	         runs (the note gives its commits) and the bytes of pages it wrote meanwhile.
+//	         runs (the note gives its commits) and the bytes of pages it wrote meanwhile;
+//	         makespan_write_wait_ms and makespan_writer_busy: a write's mean wait for its
+//	         result and the share of the burst the one writer was busy.
 //	makespan-replicas  makespan_ratio_replicas: the same burst on three bots (-replicas) in this
 //	         process sharing the PostgreSQL database of -database-url (or
 //	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the

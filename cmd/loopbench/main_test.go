@@ -171,7 +171,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 func TestScenariosRunSmall(t *testing.T) {
 	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-prompt-budget=32000", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
-	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "makespan_bot_cpu_s", "makespan_model_cpu_s", "makespan_writes_per_run", "makespan_written_mb", "ack_p50_ms", "ack_p99_ms"} {
+	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "makespan_bot_cpu_s", "makespan_model_cpu_s", "makespan_writes_per_run", "makespan_write_wait_ms", "makespan_writer_busy", "makespan_written_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
@@ -218,6 +218,13 @@ func TestScenariosRunSmall(t *testing.T) {
 	}
 	if mb := got["makespan_written_mb"]; mb <= 0 {
 		t.Errorf("makespan_written_mb = %v, want some pages written", mb)
+	}
+	// Every write waits at least for its own commit, which the writer is busy with.
+	if ms := got["makespan_write_wait_ms"]; ms <= 0 {
+		t.Errorf("makespan_write_wait_ms = %v, want a positive wait", ms)
+	}
+	if r := got["makespan_writer_busy"]; r <= 0 || r > 1 {
+		t.Errorf("makespan_writer_busy = %v, want a share of the burst", r)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
 )
 
 // makespan starts many runs at once through the real bot, store and model client against a
@@ -87,8 +88,12 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 			Note: peakNote + "; bot, store, model client and recording platform, the fake model being another process"},
 		{Key: "makespan_bot_cpu_s", Value: br.botCPU.Seconds(), Unit: "s",
 			Note: "CPU time (user and system) of this process from the burst until the last answer was posted: bot, store, model client and recording platform"},
-		{Key: "makespan_writes_per_run", Value: float64(br.writes) / float64(o.makespanRuns), Unit: "writes",
-			Note: fmt.Sprintf("store writes (transactions asked for) meanwhile, over the runs: %d writes in %d commits of the one bbolt writer", br.writes, br.commits)},
+		{Key: "makespan_writes_per_run", Value: float64(br.writes.Writes) / float64(o.makespanRuns), Unit: "writes",
+			Note: fmt.Sprintf("store writes (transactions asked for) meanwhile, over the runs: %d writes in %d commits of the one bbolt writer", br.writes.Writes, br.writes.Commits)},
+		{Key: "makespan_write_wait_ms", Value: msPer(br.writes.Waited, br.writes.Writes), Unit: "ms",
+			Note: "a store write's mean time from being queued for the one writer to its result, commit and sync included"},
+		{Key: "makespan_writer_busy", Value: br.writes.Busy.Seconds() / br.answered.Sub(br.start).Seconds(), Unit: "ratio",
+			Note: "the share of the burst (until the last answer was posted) in which the one writer ran a group's functions or committed it"},
 		{Key: "makespan_written_mb", Value: float64(br.written) / (1 << 20), Unit: "MB",
 			Note: "bytes of pages the store wrote meanwhile (bbolt's copy-on-write pages and a meta page a commit)"},
 		{Key: "makespan_model_cpu_s", Value: br.modelCPU.Seconds(), Unit: "s",
@@ -163,25 +168,35 @@ type burstFigures struct {
 	// posted, and modelCPU the model process's meanwhile.
 	botCPU, modelCPU time.Duration
 	requests         int64 // the model was asked
-	// writes, commits and written are the store's writes, its commits and the bytes of
-	// pages it wrote meanwhile, when it counts them (writeCounter).
-	writes, commits, written int64
+	// answered is when the last answer was posted.
+	answered time.Time
+	// writes is what the store's writes cost meanwhile and written the bytes of pages it
+	// wrote, when it counts them (writeCounter).
+	writes  store.WriteStats
+	written int64
 }
 
 // writeCounter is a store that counts its writes (the bbolt store).
 type writeCounter interface {
-	WriteCounts() (writes, commits int64)
+	WriteStats() store.WriteStats
 	BytesWritten() int64
 }
 
 // countWrites returns what db has counted, zeros when it counts nothing.
-func countWrites(db bot.Store) (writes, commits, written int64) {
+func countWrites(db bot.Store) (store.WriteStats, int64) {
 	wc, ok := db.(writeCounter)
 	if !ok {
-		return 0, 0, 0
+		return store.WriteStats{}, 0
 	}
-	writes, commits = wc.WriteCounts()
-	return writes, commits, wc.BytesWritten()
+	return wc.WriteStats(), wc.BytesWritten()
+}
+
+// msPer is d over n in milliseconds, 0 for no n.
+func msPer(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / float64(time.Millisecond)
 }
 
 // modelBurst runs burst against model, and fails unless the model was asked each step of
@@ -196,14 +211,17 @@ func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot
 	if err != nil {
 		return f, err
 	}
-	writes, commits, written := countWrites(db)
+	writes, written := countWrites(db)
 	region := trace.StartRegion(ctx, "makespan burst")
 	var cpuAfter time.Duration
 	var cpuErr error
 	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db, func() {
+		f.answered = time.Now()
 		cpuAfter, cpuErr = processCPU()
-		w, c, b := countWrites(db)
-		f.writes, f.commits, f.written = w-writes, c-commits, b-written
+		w, b := countWrites(db)
+		f.writes = store.WriteStats{Writes: w.Writes - writes.Writes, Commits: w.Commits - writes.Commits,
+			Waited: w.Waited - writes.Waited, Busy: w.Busy - writes.Busy}
+		f.written = b - written
 	})
 	region.End()
 	if err != nil {
