@@ -29,6 +29,9 @@ type Redactor struct {
 	// values are the configured secrets and their encoded forms, longest first, so a value
 	// that contains another is removed whole.
 	values []string
+	// memo remembers what recent short texts of outgoing messages redacted to
+	// (redact_memo.go).
+	memo redactMemo
 }
 
 // ruleSet is the rules every Redactor applies, with their keywords indexed for the
@@ -240,31 +243,31 @@ func asciiLower(s string) []byte {
 // message returns a copy of m with every text a person reads redacted. Button IDs are
 // opaque and left alone.
 func (r *Redactor) message(m Message) Message {
-	m.Title = r.Redact(m.Title)
-	m.Text = r.Redact(m.Text)
-	m.Footer = r.Redact(m.Footer)
+	m.Title = r.redactMemoized(m.Title)
+	m.Text = r.redactMemoized(m.Text)
+	m.Footer = r.redactMemoized(m.Footer)
 	m.Plan = slices.Clone(m.Plan)
 	for i := range m.Plan {
-		m.Plan[i].Text = r.Redact(m.Plan[i].Text)
+		m.Plan[i].Text = r.redactMemoized(m.Plan[i].Text)
 	}
 	m.Fields = slices.Clone(m.Fields)
 	for i := range m.Fields {
-		m.Fields[i].Name = r.Redact(m.Fields[i].Name)
-		m.Fields[i].Value = r.Redact(m.Fields[i].Value)
+		m.Fields[i].Name = r.redactMemoized(m.Fields[i].Name)
+		m.Fields[i].Value = r.redactMemoized(m.Fields[i].Value)
 	}
 	m.Buttons = slices.Clone(m.Buttons)
 	for i := range m.Buttons {
-		m.Buttons[i].Label = r.Redact(m.Buttons[i].Label)
-		m.Buttons[i].Confirm = r.Redact(m.Buttons[i].Confirm)
+		m.Buttons[i].Label = r.redactMemoized(m.Buttons[i].Label)
+		m.Buttons[i].Confirm = r.redactMemoized(m.Buttons[i].Confirm)
 	}
 	m.Steps = slices.Clone(m.Steps)
 	for i := range m.Steps {
-		m.Steps[i].Args = r.Redact(m.Steps[i].Args)
-		m.Steps[i].Result = r.Redact(m.Steps[i].Result)
+		m.Steps[i].Args = r.redactMemoized(m.Steps[i].Args)
+		m.Steps[i].Result = r.redactMemoized(m.Steps[i].Result)
 	}
 	m.Files = slices.Clone(m.Files)
 	for i := range m.Files {
-		m.Files[i] = r.Redact(m.Files[i])
+		m.Files[i] = r.redactMemoized(m.Files[i])
 	}
 	return m
 }

@@ -118,6 +118,13 @@ type Tx interface {
 	DeleteOutbox(key string) error
 }
 
+// OutboxHolder is a Tx that tells whether the outbox still holds an item exactly as it was
+// listed, which says that no write has put it again since: settling a sent status card
+// then need not render the card again to see it is still what was sent (settleSent).
+type OutboxHolder interface {
+	OutboxHolds(it OutboxItem) (bool, error)
+}
+
 // OutboxAppender is a Tx that lists the outbox into a slice its caller reuses: during a
 // burst the dispatcher lists a thousand items at every pass, a new slice of them each time
 // otherwise.

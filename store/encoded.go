@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -98,4 +99,28 @@ func encodingOf(r *bot.RunRecord) (*encodedState, error) {
 type runWire struct {
 	*bot.RunRecord
 	State json.RawMessage `json:"state"`
+}
+
+// stateNull is how a head, whose State is nil, encodes its state.
+var stateNull = []byte(`"state":null`)
+
+// recordData is the runs value of rec, whose head encodes to headData, with the state
+// encoded as rest (nil for none): the head's bytes with the state in place of its null.
+// Encoding the record apart from its head, as PutRun did, encoded every field twice inside
+// the one writer and had encoding/json check and compact the state's bytes again. Nothing
+// else in a head can spell "state":null, since a quote inside a string is written \"; a
+// head without it is encoded as a whole record.
+func recordData(rec *bot.RunRecord, headData, rest json.RawMessage) ([]byte, error) {
+	if rest == nil {
+		rest = json.RawMessage("null")
+	}
+	i := bytes.Index(headData, stateNull)
+	if i < 0 {
+		return json.Marshal(&runWire{RunRecord: rec, State: rest})
+	}
+	at := i + len(`"state":`)
+	data := make([]byte, 0, len(headData)-len("null")+len(rest))
+	data = append(data, headData[:at]...)
+	data = append(data, rest...)
+	return append(data, headData[i+len(stateNull):]...), nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -108,4 +109,24 @@ func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 		out[i].Actions = slices.Clone(out[i].Actions)
 	}
 	return out, nil
+}
+
+// OutboxHolds reports whether the outbox holds it exactly as given (bot.OutboxHolder): the
+// stored bytes are those PutOutbox would write for it. An item that went through a
+// decoding that does not give back the same bytes is reported as not held, which only costs
+// the caller the check it would have made anyway.
+func (t *tx) OutboxHolds(it bot.OutboxItem) (bool, error) {
+	b, err := t.bucket(bucketOutbox)
+	if err != nil {
+		return false, fmt.Errorf("outbox item %s: %w", it.Key, err)
+	}
+	stored := b.Get([]byte(it.Key))
+	if stored == nil {
+		return false, nil
+	}
+	data, err := json.Marshal(&it)
+	if err != nil {
+		return false, fmt.Errorf("outbox item %s: %w", it.Key, err)
+	}
+	return bytes.Equal(stored, data), nil
 }

@@ -131,3 +131,44 @@ func TestAppendOutboxReusesTheSlice(t *testing.T) {
 		t.Error("AppendOutbox did not list into the array it was given")
 	}
 }
+
+// TestOutboxHoldsTheItemAsListed checks that the outbox tells an item it holds as it was
+// listed from one changed, put again or taken out since.
+func TestOutboxHoldsTheItemAsListed(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	card := bot.OutboxItem{Key: "card/run-1", Kind: bot.OutboxCard, RunID: "run-1", Thread: bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}, CreatedAt: time.Unix(100, 5).UTC()}
+	putOutboxItems(t, db, card)
+	listed := listOutbox(t, db)[0]
+	holds := func(it bot.OutboxItem) bool {
+		t.Helper()
+		var held bool
+		if err := db.View(t.Context(), func(tx bot.Tx) error {
+			var err error
+			held, err = tx.(bot.OutboxHolder).OutboxHolds(it)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	if !holds(listed) {
+		t.Error("the outbox does not hold the item as it was listed")
+	}
+	changed := listed
+	changed.Attempts++
+	if holds(changed) {
+		t.Error("the outbox holds an item with another attempt count")
+	}
+	again := card
+	again.CreatedAt = card.CreatedAt.Add(time.Millisecond)
+	putOutboxItems(t, db, again)
+	if holds(listed) {
+		t.Error("the outbox holds the item as listed after it was put again")
+	}
+	if err := db.Update(t.Context(), func(tx bot.Tx) error { return tx.DeleteOutbox(card.Key) }); err != nil {
+		t.Fatal(err)
+	}
+	if holds(again) {
+		t.Error("the outbox holds an item taken out")
+	}
+}

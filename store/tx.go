@@ -224,16 +224,16 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
 	rec.State, rec.Encoded = nil, nil
-	wire := runWire{RunRecord: &rec, State: json.RawMessage("null")}
-	if enc != nil {
-		wire.State = enc.rest
-	}
-	data, err := json.Marshal(&wire)
+	h := head(&rec)
+	headData, err := json.Marshal(&h)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
-	h := head(&rec)
-	headData, err := json.Marshal(&h)
+	var rest json.RawMessage
+	if enc != nil {
+		rest = enc.rest
+	}
+	data, err := recordData(&rec, headData, rest)
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
