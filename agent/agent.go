@@ -59,7 +59,7 @@ type Agent struct {
 type registered struct {
 	tool   Tool
 	info   ToolInfo
-	schema *schema
+	schema argsSchema
 }
 
 // Option configures an Agent.
@@ -82,7 +82,8 @@ func WithClock(now func() time.Time) Option { return func(a *Agent) { a.now = no
 func WithLogger(l *slog.Logger) Option { return func(a *Agent) { a.log = l } }
 
 // New builds an Agent. Tool names must be unique and must not take the names of the loop's
-// control tools; every tool's parameter schema must compile.
+// control tools; every tool's parameters must be a JSON object, whose schema is compiled
+// when a run first needs it (schemas.go).
 func New(cfg Config, model Model, tools []Tool, opts ...Option) (*Agent, error) {
 	if model == nil {
 		return nil, errors.New("new agent: no model")
@@ -110,11 +111,10 @@ func New(cfg Config, model Model, tools []Tool, opts ...Option) (*Agent, error) 
 		if _, dup := a.tools[name]; dup {
 			return nil, fmt.Errorf("new agent: two tools are named %q", name)
 		}
-		sc, err := compileSchema(info.Spec.Parameters)
-		if err != nil {
+		if err := checkSchemaText(info.Spec.Parameters); err != nil {
 			return nil, fmt.Errorf("new agent: tool %s: %w", name, err)
 		}
-		a.tools[name] = &registered{tool: t, info: info, schema: sc}
+		a.tools[name] = &registered{tool: t, info: info, schema: newToolSchema(info.Spec.Parameters)}
 		a.specs = append(a.specs, info.Spec)
 	}
 	return a, nil
@@ -163,6 +163,8 @@ type runner struct {
 	sanityAsked  string
 	// pinnedWarned is set once the log was told that pinned facts were left out.
 	pinnedWarned bool
+	// system is the system text last built (context.go).
+	system systemText
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -178,6 +180,11 @@ func (r *runner) run(ctx context.Context) error {
 		st.Nonce = newNonce()
 	}
 	r.emit(Event{Kind: EventResumed})
+	// A tool whose schema does not compile would fail every call of it; the run fails
+	// before the model is offered it.
+	if err := r.a.CheckSchemas(); err != nil {
+		return r.fail(ctx, err.Error())
+	}
 	// A run that starts says so before its first model call, which may take a while of
 	// retries: otherwise the thread shows it queued all that time.
 	if queued {

@@ -592,7 +592,8 @@ func TestNewRejectsBadTools(t *testing.T) {
 	}{
 		{"duplicate", []agent.Tool{&fakeTool{name: "a"}, &fakeTool{name: "a"}}, "two tools are named"},
 		{"control name", []agent.Tool{&fakeTool{name: "ask_user"}}, "two tools are named"},
-		{"bad schema", []agent.Tool{&fakeTool{name: "a", schema: `{"type":3}`}}, "parameter schema"},
+		{"schema not JSON", []agent.Tool{&fakeTool{name: "a", schema: `{"type":`}}, "parameter schema"},
+		{"schema not an object", []agent.Tool{&fakeTool{name: "a", schema: `["object"]`}}, "parameter schema"},
 	}
 	for _, tt := range tests {
 		_, err := agent.New(agent.Config{}, llm.model, tt.tools)

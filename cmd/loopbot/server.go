@@ -28,6 +28,7 @@ type server struct {
 	// `loopbot runs`; "" for PostgreSQL, which that command opens itself.
 	adminFile string
 	tools     *tools.Set
+	agent     *agent.Agent
 	bot       *bot.Bot
 	closers   []func(context.Context) error
 
@@ -100,6 +101,7 @@ func startServer(ctx context.Context, cfg Config, log *slog.Logger) (_ *server, 
 		return nil, err
 	}
 	met.watchAbandoned(ag)
+	s.agent = ag
 
 	adapters, err := s.platforms(cfg, models.demo)
 	if err != nil {
