@@ -55,11 +55,13 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 
 	// Each mention is in its own channel, so that the outbox, which paces each channel,
 	// can post every run's card while the bot stops, instead of one a second.
-	// The payloads are encoded before the burst, so that what the fake does while it sends
-	// (in this process, on these cores) is only writing the frames, as Slack's servers
-	// would from elsewhere.
+	// The payloads and envelope IDs are made before the burst, so that what the fake does
+	// while it sends (in this process, on these cores) is only writing the frames, as
+	// Slack's servers would from elsewhere.
 	payloads := make([]json.RawMessage, o.ackEvents)
+	ids := make([]string, o.ackEvents)
 	for i := range payloads {
+		ids[i] = fmt.Sprintf("env-%d", i)
 		ts := fmt.Sprintf("1700000000.%06d", i+1)
 		if payloads[i], err = json.Marshal(mention(fmt.Sprintf("Ev%d", i), fmt.Sprintf("C%d", i), ts, "check the build")); err != nil {
 			return nil, fmt.Errorf("encode envelope %d: %w", i, err)
@@ -69,7 +71,7 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 	// be told apart from the scenario's setup and the runs it starts.
 	trace.Log(ctx, "ack", "burst start")
 	for i, p := range payloads {
-		if err := sb.fake.Send("events_api", fmt.Sprintf("env-%d", i), p); err != nil {
+		if err := sb.fake.Send("events_api", ids[i], p); err != nil {
 			return nil, fmt.Errorf("send envelope %d: %w", i, err)
 		}
 	}
