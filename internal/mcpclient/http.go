@@ -186,7 +186,8 @@ func (c *httpConn) listen() {
 		case resp == nil:
 			return // the server has no stream
 		default:
-			id, rerr := readEvents(resp.Body, c.s.deliver)
+			var id string
+			id, err = readEvents(resp.Body, c.s.deliver)
 			resp.Body.Close()
 			if id != "" {
 				lastID = id
@@ -194,7 +195,7 @@ func (c *httpConn) listen() {
 			if c.life.Err() != nil {
 				return
 			}
-			if rerr == nil {
+			if err == nil {
 				failures = 0 // a clean end: the server may close it now and then
 			} else {
 				failures++

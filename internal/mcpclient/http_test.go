@@ -153,3 +153,25 @@ func TestHTTPCloseDeletesTheSession(t *testing.T) {
 		t.Error("no DELETE with the session id")
 	}
 }
+
+// A server that goes away ends the session: its stream breaks and cannot be opened again.
+func TestHTTPServerGoneEndsTheSession(t *testing.T) {
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil))
+	s, err := ConnectHTTP(t.Context(), srv.URL, srv.Client(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.CloseClientConnections()
+	srv.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- s.Wait() }()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrConnectionClosed) {
+			t.Errorf("wait = %v, want ErrConnectionClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the session outlived its server")
+	}
+}
