@@ -117,15 +117,8 @@ func TestHTTPSessionMissing(t *testing.T) {
 	if _, err := s.CallTool(t.Context(), "echo", json.RawMessage(`{"text":"x"}`), nil); !errors.Is(err, ErrSessionMissing) {
 		t.Errorf("call = %v, want ErrSessionMissing", err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- s.Wait() }()
-	select {
-	case err := <-waited:
-		if !errors.Is(err, ErrSessionMissing) {
-			t.Errorf("wait = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("the session did not end")
+	if err := waitEnd(t, s); !errors.Is(err, ErrSessionMissing) {
+		t.Errorf("wait = %v", err)
 	}
 	s.Close()
 	if n := deletes.Load(); n != 0 {
@@ -164,14 +157,21 @@ func TestHTTPServerGoneEndsTheSession(t *testing.T) {
 	defer s.Close()
 	srv.CloseClientConnections()
 	srv.Close()
+	if err := waitEnd(t, s); !errors.Is(err, ErrConnectionClosed) {
+		t.Errorf("wait = %v, want ErrConnectionClosed", err)
+	}
+}
+
+// waitEnd waits for the session to end, for ten seconds at most, and returns why it did.
+func waitEnd(t *testing.T, s *Session) error {
+	t.Helper()
 	waited := make(chan error, 1)
 	go func() { waited <- s.Wait() }()
 	select {
 	case err := <-waited:
-		if !errors.Is(err, ErrConnectionClosed) {
-			t.Errorf("wait = %v, want ErrConnectionClosed", err)
-		}
+		return err
 	case <-time.After(10 * time.Second):
-		t.Error("the session outlived its server")
+		t.Fatal("the session did not end")
+		return nil
 	}
 }

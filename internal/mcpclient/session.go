@@ -359,37 +359,9 @@ func (s *Session) serve(req *message) {
 	case "ping":
 		result = map[string]any{}
 	case "sampling/createMessage":
-		if s.opts.Sample == nil {
-			rerr = &RPCError{Code: codeMethodNotFound, Message: "sampling is not offered"}
-			break
-		}
-		var p CreateMessageParams
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			rerr = &RPCError{Code: codeInvalidParams, Message: err.Error()}
-			break
-		}
-		res, err := s.opts.Sample(ctx, &p)
-		if err != nil {
-			rerr = &RPCError{Code: codeInternal, Message: err.Error()}
-			break
-		}
-		result = res
+		result, rerr = serveWith(ctx, req.Params, s.opts.Sample, "sampling")
 	case "elicitation/create":
-		if s.opts.Elicit == nil {
-			rerr = &RPCError{Code: codeMethodNotFound, Message: "elicitation is not offered"}
-			break
-		}
-		var p ElicitParams
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			rerr = &RPCError{Code: codeInvalidParams, Message: err.Error()}
-			break
-		}
-		res, err := s.opts.Elicit(ctx, &p)
-		if err != nil {
-			rerr = &RPCError{Code: codeInternal, Message: err.Error()}
-			break
-		}
-		result = res
+		result, rerr = serveWith(ctx, req.Params, s.opts.Elicit, "elicitation")
 	default:
 		rerr = &RPCError{Code: codeMethodNotFound, Message: "method not found: " + req.Method}
 	}
@@ -409,4 +381,21 @@ func (s *Session) serve(req *message) {
 	sctx, scancel := context.WithTimeout(s.life, responseTimeout)
 	defer scancel()
 	_ = s.conn.send(sctx, b, false, 0)
+}
+
+// serveWith reads a request's params and answers it with handle, or says the capability,
+// named by what, is not offered.
+func serveWith[P, R any](ctx context.Context, params json.RawMessage, handle func(context.Context, *P) (*R, error), what string) (any, *RPCError) {
+	if handle == nil {
+		return nil, &RPCError{Code: codeMethodNotFound, Message: what + " is not offered"}
+	}
+	var p P
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, &RPCError{Code: codeInvalidParams, Message: err.Error()}
+	}
+	res, err := handle(ctx, &p)
+	if err != nil {
+		return nil, &RPCError{Code: codeInternal, Message: err.Error()}
+	}
+	return res, nil
 }
