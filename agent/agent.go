@@ -163,6 +163,8 @@ type runner struct {
 	sanityAsked  string
 	// pinnedWarned is set once the log was told that pinned facts were left out.
 	pinnedWarned bool
+	// system is the system text last built (context.go).
+	system systemText
 }
 
 func (r *runner) run(ctx context.Context) error {

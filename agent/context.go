@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -203,7 +204,26 @@ func blockLayout(full, short, gist []int, fixed, budget, keep int) layout {
 
 // systemText is the part of the prompt that is always sent in full. It holds only what stays
 // the same for the whole run, so that every prompt of the run starts with the same bytes.
+// It is built once for what it is made of (the nonce, the goal, the pinned facts) and kept
+// while they stay: built at every step, it was a kilobyte or two of garbage a step.
 func (r *runner) systemText() string {
+	st := r.st
+	if c := &r.system; c.text != "" && c.nonce == st.Nonce && c.goal == st.Goal && slices.Equal(c.pinned, st.Pinned) {
+		return c.text
+	}
+	text := r.buildSystemText()
+	r.system = systemText{nonce: st.Nonce, goal: st.Goal, pinned: slices.Clone(st.Pinned), text: text}
+	return text
+}
+
+// systemText is a runner's system text with what it was built from.
+type systemText struct {
+	nonce, goal string
+	pinned      []string
+	text        string
+}
+
+func (r *runner) buildSystemText() string {
 	st := r.st
 	var b strings.Builder
 	b.WriteString(r.a.cfg.SystemPrompt)

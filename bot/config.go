@@ -52,7 +52,14 @@ type Config struct {
 	Memory MemoryConfig `toml:"memory"`
 	// Playbooks says where playbooks live (playbook.go).
 	Playbooks PlaybookConfig `toml:"playbooks"`
+	// GCMemoryMB is the most memory, in MB, the Go runtime may use before it collects
+	// garbage while many runs are in flight: 1 MB for each run in flight, up to this
+	// (gcpacer.go). A negative value keeps the runtime's default pacing throughout.
+	GCMemoryMB int `toml:"gc_memory_mb"`
 }
+
+// defaultGCMemoryMB is GCMemoryMB's default.
+const defaultGCMemoryMB = 120
 
 // Policy says who may use the bot and who may decide on tool calls. Users are matched by
 // their platform user ID.
@@ -89,6 +96,9 @@ func (c Config) Defaults() Config {
 		c.LeaseTTL = agent.Duration(30 * time.Second)
 	}
 	c.Memory = c.Memory.defaults()
+	if c.GCMemoryMB == 0 {
+		c.GCMemoryMB = defaultGCMemoryMB
+	}
 	if c.Policy.ApproveBy == "" {
 		c.Policy.ApproveBy = ApproveByRequester
 	}

@@ -52,6 +52,11 @@ type dispatcher struct {
 	// called again.
 	queue []job
 	next  time.Time
+	// held, seen and stored are a pass's sets (pass), and listed its list of the outbox,
+	// kept from one pass to the next so that a pass over a thousand items does not grow
+	// three maps and a list afresh.
+	held, seen, stored map[string]bool
+	listed             []OutboxItem
 	// nextScan is when the loop may read the outbox again: a pass reads every waiting item,
 	// so passes are spaced by a few times what the last one took (scanSpacing), and a
 	// burst of wakes does not make the loop spend its time reading the same items again.
@@ -132,12 +137,12 @@ type channel struct {
 	// unsettled are items that reached the platform but could not be settled in the store
 	// (a full disk, say), by key: the next pass must edit what was posted, or only settle,
 	// rather than post it again.
-	unsettled map[string]unsettled
+	unsettled map[string]*unsettled
 	// waiting counts the channel's items the last pass read.
 	waiting int
 	// shown is what this leader last showed in each message it edits, by item key: a card
 	// whose new state renders as what it shows already is settled without a call.
-	shown map[string]unsettled
+	shown map[string]*unsettled
 }
 
 // maxShown bounds a channel's memory of what it shows; past it the memory starts afresh,
@@ -293,7 +298,11 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 	var items []OutboxItem
 	err := d.store.View(ctx, func(tx Tx) error {
 		var err error
-		items, err = tx.Outbox()
+		if a, ok := tx.(OutboxAppender); ok {
+			items, err = a.AppendOutbox(d.listed[:0])
+		} else {
+			items, err = tx.Outbox()
+		}
 		return err
 	})
 	if err != nil {
@@ -315,7 +324,13 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 		}
 	}
 	now := time.Now()
-	held, seen, stored := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	if d.held == nil {
+		d.held, d.seen, d.stored = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	held, seen, stored := d.held, d.seen, d.stored
+	clear(held)
+	clear(seen)
+	clear(stored)
 	for _, it := range items {
 		key := d.paceKey(it.Thread)
 		seen[key] = true
@@ -345,11 +360,11 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 			continue
 		}
 		j := job{it: it, key: key, p: p}
-		if u, ok := ch.unsettled[it.Key]; ok {
-			j.unsettled = &u
+		if u := ch.unsettled[it.Key]; u != nil {
+			j.unsettled = u
 		}
-		if s, ok := ch.shown[it.Key]; ok {
-			j.shown = &s
+		if s := ch.shown[it.Key]; s != nil {
+			j.shown = s
 		}
 		d.queue = append(d.queue, j)
 		left++
@@ -373,7 +388,14 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 			delete(d.channels, key)
 		}
 	}
-	return next, left, len(items)
+	read = len(items)
+	clear(items) // the jobs have their copies
+	d.listed = items[:0]
+	if read <= scanFree {
+		// The sets and the list a burst grew are not kept once the outbox is small again.
+		d.held, d.seen, d.stored, d.listed = nil, nil, nil, nil
+	}
+	return next, left, read
 }
 
 // feed hands queued items to the workers while some are free. An item whose channel came to

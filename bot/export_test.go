@@ -23,3 +23,11 @@ func Releasable(r *Redactor, s string) int { return r.releasable(s) }
 
 // StreamEvery is the least time between two appends to one stream.
 const StreamEvery = streamEvery
+
+// RunsInFlight is how many runs the process's GC pacer counts in flight, and of them how
+// many of bots that want its pacing.
+func RunsInFlight() (all, paced int) {
+	pacer.mu.Lock()
+	defer pacer.mu.Unlock()
+	return pacer.runs, pacer.paced
+}

@@ -111,9 +111,12 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 		update = f.UpdateFirst
 	}
 	err := update(ctx, func(tx Tx) error {
+		// One entry serves every event: the store encodes it and keeps nothing of it.
+		e := InboxEntry{Replica: b.pres.owner}
 		for i, ev := range evs {
+			e.Seq, e.Event = seq+int64(i), ev
 			var err error
-			if added[i], err = tx.AddInbox(&InboxEntry{Seq: seq + int64(i), Event: ev, Replica: b.pres.owner}); err != nil {
+			if added[i], err = tx.AddInbox(&e); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"time"
 )
@@ -134,7 +135,10 @@ func (d *dispatcher) finish(ctx context.Context, r result) (again bool) {
 // outcome logs what happened to an item, holds its channel after a rate limit or a failure,
 // and queues the store write it needs.
 func (d *dispatcher) outcome(ctx context.Context, ch *channel, r result) {
-	log := d.log.With("item", r.it.Key, "platform", r.it.Thread.Platform, "channel", r.it.Thread.Channel)
+	// Made only for a message: most outcomes are a sent item, which logs nothing.
+	log := func() *slog.Logger {
+		return d.log.With("item", r.it.Key, "platform", r.it.Thread.Platform, "channel", r.it.Thread.Channel)
+	}
 	var rl *RateLimitError
 	switch r.outcome {
 	case outcomeSent:
@@ -144,14 +148,14 @@ func (d *dispatcher) outcome(ctx context.Context, ch *channel, r result) {
 		}
 	case outcomeDrop:
 		if r.called {
-			log.Error("platform refused the message for good; dropped", "err", r.err)
+			log().Error("platform refused the message for good; dropped", "err", r.err)
 		} else {
-			log.Error("render outbox item; dropped", "err", r.err)
+			log().Error("render outbox item; dropped", "err", r.err)
 		}
 	case outcomeKept:
 		if errors.As(r.err, &rl) {
 			// Honour Retry-After for this channel only; the item is tried once more after it.
-			log.Warn("platform rate limit", "retry_after", rl.RetryAfter)
+			log().Warn("platform rate limit", "retry_after", rl.RetryAfter)
 			d.hold(ctx, r.key, ch, rl.RetryAfter, "rate limit")
 			if r.it.Sending != nil {
 				// The platform refused the post, so it did not go out: whoever sends it
@@ -164,12 +168,12 @@ func (d *dispatcher) outcome(ctx context.Context, ch *channel, r result) {
 	case outcomeRetry:
 		r.it.Attempts++
 		if r.it.Attempts >= maxAttempts {
-			log.Error("platform call kept failing; dropped", "attempts", r.it.Attempts, "err", r.err)
+			log().Error("platform call kept failing; dropped", "attempts", r.it.Attempts, "err", r.err)
 			r.outcome = outcomeDrop
 			break
 		}
 		backoff := min(retryBase<<(r.it.Attempts-1), retryCap)
-		log.Warn("platform call failed; will retry", "attempts", r.it.Attempts, "backoff", backoff, "err", r.err)
+		log().Warn("platform call failed; will retry", "attempts", r.it.Attempts, "backoff", backoff, "err", r.err)
 		ch.notBefore = time.Now().Add(backoff)
 	}
 	d.settling = append(d.settling, r)
@@ -182,9 +186,9 @@ func (d *dispatcher) remember(ch *channel, r result) {
 		return
 	}
 	if ch.shown == nil || len(ch.shown) >= maxShown {
-		ch.shown = map[string]unsettled{}
+		ch.shown = map[string]*unsettled{}
 	}
-	ch.shown[r.it.Key] = unsettled{ref: r.shownIn, msg: r.msg}
+	ch.shown[r.it.Key] = &unsettled{ref: r.shownIn, msg: r.msg}
 }
 
 // edited reports whether items of kind edit the message their first one posted.

@@ -19,6 +19,13 @@ func (d *dispatcher) settle(ctx context.Context) {
 		return
 	}
 	d.settling = nil
+	defer func() {
+		// The next batch grows in this one's array, which keeps none of its results.
+		if d.settling == nil {
+			clear(batch)
+			d.settling = batch[:0]
+		}
+	}()
 	ctx = context.WithoutCancel(ctx)
 	err := d.store.Update(ctx, func(tx Tx) error { return settleAll(tx, batch) })
 	if err == nil {
@@ -46,9 +53,9 @@ func (d *dispatcher) settle(ctx context.Context) {
 		if r.outcome == outcomeSent {
 			ch := d.channel(r.key)
 			if ch.unsettled == nil {
-				ch.unsettled = map[string]unsettled{}
+				ch.unsettled = map[string]*unsettled{}
 			}
-			ch.unsettled[r.it.Key] = unsettled{ref: r.ref, msg: r.msg}
+			ch.unsettled[r.it.Key] = &unsettled{ref: r.ref, msg: r.msg}
 		}
 	}
 }

@@ -23,6 +23,9 @@ type scheduler struct {
 	recs    *records
 	log     *slog.Logger
 	maxRuns int
+	// gcMemoryMB is the bot's Config.GCMemoryMB, which the pacer is told with every run
+	// that starts or ends (gcpacer.go).
+	gcMemoryMB int
 	// wake nudges the loop; it has room for one, so a nudge never blocks and many nudges
 	// fold into one pass.
 	wake chan struct{}
@@ -163,6 +166,8 @@ func (s *scheduler) interrupt(id string, cause error) bool {
 // work advances one run until it pauses, ends or the bot stops. It loads the run afresh
 // after it was registered as running, so a cancel that reached the store first is seen.
 func (s *scheduler) work(ctx context.Context, id string) {
+	pacer.started(s.gcMemoryMB)
+	defer pacer.ended(s.gcMemoryMB)
 	defer func() {
 		s.mu.Lock()
 		s.running[id](nil)

@@ -57,13 +57,14 @@ var loopTools = map[string]bool{"update_plan": true, "ask_user": true, "ask_plan
 // runSteps returns the run's newest steps, oldest first, and how many older ones were left
 // out.
 func runSteps(st *agent.State) (steps []Step, earlier int) {
-	// A planned run's calls are its executors' (State.AllCalls), step by step.
-	for _, c := range st.AllCalls() {
-		if loopTools[c.Name] {
-			continue
+	// A planned run's calls are its executors' (State.AllCalls), step by step. AnyCall
+	// visits the same calls without copying them all for every card.
+	st.AnyCall(func(c *agent.CallRecord) bool {
+		if !loopTools[c.Name] {
+			steps = append(steps, step(*c))
 		}
-		steps = append(steps, step(c))
-	}
+		return false
+	})
 	if len(steps) > maxSteps {
 		earlier = len(steps) - maxSteps
 		steps = steps[earlier:]
@@ -118,15 +119,22 @@ func argLines(raw string) (string, bool) {
 	}
 	var b strings.Builder
 	for _, m := range members {
+		// A string is decoded once; any other value is shown compact, as it already is
+		// when it has no whitespace at all (whitespace inside its strings stays anyway).
 		var s string
+		isString := len(m.Value) > 0 && m.Value[0] == '"' && json.Unmarshal(m.Value, &s) == nil
 		switch {
-		case json.Unmarshal(m.Value, &s) == nil && strings.Contains(s, "\n"):
+		case isString && strings.Contains(s, "\n"):
 			b.WriteString(m.Name + ":\n")
 			for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
 				b.WriteString("  " + line + "\n")
 			}
-		case json.Unmarshal(m.Value, &s) == nil:
+		case isString:
 			b.WriteString(m.Name + ": " + s + "\n")
+		case !bytes.ContainsAny(m.Value, " \t\r\n"):
+			b.WriteString(m.Name + ": ")
+			b.Write(m.Value)
+			b.WriteString("\n")
 		default:
 			var c bytes.Buffer
 			if json.Compact(&c, m.Value) != nil {

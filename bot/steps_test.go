@@ -20,6 +20,8 @@ func TestReadableArgs(t *testing.T) {
 		{"one line each, in order", `{"path":"a.md","recursive":true,"n":3}`, "path: a.md\nrecursive: true\nn: 3", 100},
 		{"a text as a block", `{"path":"r.md","content":"# T\n\nbody\n"}`, "path: r.md\ncontent:\n  # T\n  \n  body", 100},
 		{"nested values compact", `{"h":{"a": [1, 2]}}`, `h: {"a":[1,2]}`, 100},
+		{"a compact value as sent", `{"h":[1,"a",{"b":null}],"n":-2.5e3}`, "h: [1,\"a\",{\"b\":null}]\nn: -2.5e3", 100},
+		{"spaces in a nested string kept", `{"h": {"a": "x y"}}`, `h: {"a":"x y"}`, 100},
 		{"not an object", `[1,2]`, `[1,2]`, 100},
 		{"broken JSON as sent", `{"path":`, `{"path":`, 100},
 		{"two objects as sent", `{} {}`, `{} {}`, 100},

@@ -118,6 +118,14 @@ type Tx interface {
 	DeleteOutbox(key string) error
 }
 
+// OutboxAppender is a Tx that lists the outbox into a slice its caller reuses: during a
+// burst the dispatcher lists a thousand items at every pass, a new slice of them each time
+// otherwise.
+type OutboxAppender interface {
+	// AppendOutbox appends the items Outbox would return to dst and returns the result.
+	AppendOutbox(dst []OutboxItem) ([]OutboxItem, error)
+}
+
 // RunFilter selects runs. Zero fields match everything.
 type RunFilter struct {
 	Statuses []agent.Status

@@ -75,8 +75,9 @@ type DB struct {
 	// writeErr is the failure of the last write transaction that failed on the store's
 	// side (not fn's), cleared by the next one that commits; health checks report it.
 	writeErr atomic.Pointer[error]
-	// commits counts write transactions committed, for BytesWritten.
-	commits atomic.Int64
+	// commits counts write transactions committed, for BytesWritten and WriteCounts, and
+	// writes the writes queued for them (group.go).
+	commits, writes atomic.Int64
 
 	// The group commit's queue (group.go): writes waiting for their transaction, and
 	// whether a leader is committing.

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime/trace"
 	"slices"
+	"strconv"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,6 +68,8 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	defer trace.StartRegion(ctx, "store: write").End()
+	db.writes.Add(1)
 	w := &write{gone: ctx.Done(), fn: fn, done: make(chan outcome, 1)}
 	db.wmu.Lock()
 	if first {
@@ -100,6 +104,12 @@ func (db *DB) enqueue(ctx context.Context, fn func(t *tx) error, first bool) err
 	return db.settle(ctx, w, <-w.done)
 }
 
+// WriteCounts is how many writes the store was asked for and how many transactions
+// committed them since it was opened: the writes per commit say how well they were grouped.
+func (db *DB) WriteCounts() (writes, commits int64) {
+	return db.writes.Load(), db.commits.Load()
+}
+
 // lead commits group and hands the lead to the first writer queued meanwhile, a first one
 // before the others. The hand-off
 // is deferred so that it happens even when a function ends the leader's goroutine, as
@@ -132,7 +142,15 @@ func (db *DB) settle(ctx context.Context, w *write, o outcome) error {
 }
 
 // commit runs the group's functions in one transaction and tells each writer its result.
+// With an execution trace on (go tool trace), a group is a region "store: group" that logs
+// its size ("group size"), and its commit (bbolt's page writes and syncs) a region "store:
+// commit" in it, which logs the pages it wrote ("commit pages"); each caller's wait from
+// enqueueing to its result is a region "store: write".
 func (db *DB) commit(group []*write) {
+	defer trace.StartRegion(context.Background(), "store: group").End()
+	if trace.IsEnabled() {
+		trace.Log(context.Background(), "group size", strconv.Itoa(len(group)))
+	}
 	var btx *bolt.Tx
 	returned := false
 	defer func() {
@@ -186,7 +204,14 @@ func (db *DB) commit(group []*write) {
 		}
 		var cerr error
 		if wrote {
-			if cerr = btx.Commit(); cerr != nil {
+			region := trace.StartRegion(context.Background(), "store: commit")
+			cerr = btx.Commit()
+			region.End()
+			if trace.IsEnabled() {
+				st := btx.Stats()
+				trace.Log(context.Background(), "commit pages", strconv.FormatInt(st.GetWrite(), 10))
+			}
+			if cerr != nil {
 				cerr = db.storeError(cerr)
 			} else {
 				db.writeErr.Store(nil)

@@ -24,19 +24,8 @@ func TestUpdateFirstGoesAhead(t *testing.T) {
 		defer db.Close()
 		before := lastTxID(t, db)
 
-		entered, release := make(chan struct{}), make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Go(func() {
-			err := db.Update(t.Context(), func(tx bot.Tx) error {
-				close(entered)
-				<-release
-				return tx.PutAction(&bot.Action{ID: "held", Kind: bot.ActionCancel, RunID: "r"})
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-		<-entered
+		release := holdWrite(t, db, &wg)
 
 		var mu sync.Mutex
 		var ran []string // the writes' IDs in the order their functions ran
@@ -65,7 +54,7 @@ func TestUpdateFirstGoesAhead(t *testing.T) {
 			// One at a time, so that they queue in a known order.
 			synctest.Wait()
 		}
-		close(release)
+		release()
 		wg.Wait()
 
 		if want := []string{"first-0", "first-1", "first-2"}; !slices.Equal(ran[:firsts], want) {

@@ -21,11 +21,17 @@ func (t *tx) AddInbox(e *bot.InboxEntry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("add inbox entry %s: %w", e.Event.ID, err)
 	}
-	if b.Get([]byte(e.Event.ID)) != nil {
+	key := []byte(e.Event.ID)
+	if b.Get(key) != nil {
 		return false, nil
 	}
-	if err := put(t, bucketInbox, e.Event.ID, "inbox entry", e); err != nil {
-		return false, err
+	data, err := appendInboxEntry(make([]byte, 0, 320+len(e.Event.Text)), e)
+	if err != nil {
+		return false, fmt.Errorf("put inbox entry %s: %w", e.Event.ID, err)
+	}
+	t.wrote = true
+	if err := b.Put(key, data); err != nil {
+		return false, fmt.Errorf("put inbox entry %s: %w", e.Event.ID, err)
 	}
 	return true, nil
 }

@@ -20,10 +20,13 @@ import (
 
 // outboxCache maps an outbox key to its item as last decoded. The map is never changed once
 // published: each listing builds the next from what it found, so a listing in one transaction
-// never sees another's half-built map, and items no longer stored are dropped.
+// never sees another's half-built map, and items no longer stored are dropped. The entries
+// are pointers to cached items, which are never changed either, so that the next map
+// shares them: with a thousand cards and one changed, a listing builds a map of a
+// thousand pointers, not of a thousand copies of an item and its bytes.
 type outboxCache struct {
 	mu    sync.Mutex
-	items map[string]cachedItem
+	items map[string]*cachedItem
 }
 
 type cachedItem struct {
@@ -31,13 +34,13 @@ type cachedItem struct {
 	item bot.OutboxItem
 }
 
-func (c *outboxCache) load() map[string]cachedItem {
+func (c *outboxCache) load() map[string]*cachedItem {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.items
 }
 
-func (c *outboxCache) store(m map[string]cachedItem) {
+func (c *outboxCache) store(m map[string]*cachedItem) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.items = m
@@ -45,22 +48,28 @@ func (c *outboxCache) store(m map[string]cachedItem) {
 
 // Outbox lists the items oldest first, so that a thread's messages go out in the order they
 // were asked for. The outbox only holds what is not yet sent, so sorting it is cheap.
-func (t *tx) Outbox() ([]bot.OutboxItem, error) {
+func (t *tx) Outbox() ([]bot.OutboxItem, error) { return t.AppendOutbox(nil) }
+
+// AppendOutbox appends what Outbox lists to dst (bot.OutboxAppender).
+func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 	b, err := t.bucket(bucketOutbox)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox item: %w", err)
 	}
 	var cache *outboxCache
-	var seen map[string]cachedItem
+	var seen map[string]*cachedItem
 	if t.db != nil {
 		cache = &t.db.outbox
 		seen = cache.load()
 	}
-	out := make([]bot.OutboxItem, 0, len(seen))
+	out := dst[:0]
+	if out == nil {
+		out = make([]bot.OutboxItem, 0, len(seen))
+	}
 	hits := make([]string, 0, len(seen)) // keys of the items found decoded
-	var fresh []cachedItem               // items decoded now
+	var fresh []*cachedItem              // items decoded now
 	err = b.ForEach(func(k, v []byte) error {
-		if c, ok := seen[string(k)]; ok && bytes.Equal(c.raw, v) {
+		if c := seen[string(k)]; c != nil && bytes.Equal(c.raw, v) {
 			hits = append(hits, c.item.Key)
 			out = append(out, c.item)
 			return nil
@@ -73,7 +82,7 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 			return nil
 		}
 		if it.Key == string(k) {
-			fresh = append(fresh, cachedItem{raw: bytes.Clone(v), item: *it})
+			fresh = append(fresh, &cachedItem{raw: bytes.Clone(v), item: *it})
 		}
 		out = append(out, *it)
 		return nil
@@ -84,7 +93,7 @@ func (t *tx) Outbox() ([]bot.OutboxItem, error) {
 	// A new map only when the outbox changed since the last one was made: listing an
 	// unchanged outbox of a thousand items allocates no map of a thousand entries.
 	if cache != nil && (len(fresh) > 0 || len(hits) != len(seen)) {
-		next := make(map[string]cachedItem, len(hits)+len(fresh))
+		next := make(map[string]*cachedItem, len(hits)+len(fresh))
 		for _, k := range hits {
 			next[k] = seen[k]
 		}

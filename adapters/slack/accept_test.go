@@ -88,7 +88,8 @@ func TestSocketAckOnlyAfterAccept(t *testing.T) {
 
 // TestSocketBurstAcceptedInFewCommits holds the first Accept while a burst arrives: the
 // envelopes waiting meanwhile are accepted together, in a few calls (transactions, one disk
-// sync each) rather than one each, and each is acknowledged and handled once.
+// sync each) rather than one each, and each is acknowledged and handled once. (The reader
+// may have decoded the whole burst before the acker took its first batch: one call.)
 func TestSocketBurstAcceptedInFewCommits(t *testing.T) {
 	const n = 100
 	f := newFakeSlack(t)
@@ -145,8 +146,8 @@ func TestSocketBurstAcceptedInFewCommits(t *testing.T) {
 	calls := len(rec.calls)
 	rec.mu.Unlock()
 	t.Logf("%d envelopes accepted in %d calls", n, calls)
-	if calls != 2 {
-		t.Errorf("%d envelopes accepted in %d calls, want 2: the first, and the rest that arrived while it was committed", n, calls)
+	if calls > 2 {
+		t.Errorf("%d envelopes accepted in %d calls, want at most 2: the first, and the rest that arrived while it was committed", n, calls)
 	}
 }
 

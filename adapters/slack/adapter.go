@@ -24,8 +24,8 @@ type Adapter struct {
 	// queueCap, if set, bounds each worker's queue instead of the package's queueCap, so
 	// that tests can fill one.
 	queueCap int
-	// decoded, if set, is told how many decoded envelopes wait for the acker after each
-	// one the receiving loop decodes, so that a test can see a batch form.
+	// decoded, if set, is told how many decoded envelopes wait for the acker each time one
+	// is added to the batch or the acker takes them, so that a test can see a batch form.
 	decoded func(waiting int)
 	// pingTimeout, if set, replaces socketPingTimeout, so that tests can see a silent
 	// connection replaced.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/internal/lazyre"
 )
@@ -99,21 +97,13 @@ func decodeMessage(body []byte, self identity) (ev bot.Event, ts string, ok bool
 
 // decodeCallback reads an Events API callback and, when it is an event_callback, its inner
 // event as a message, each once: the receiving loop decodes every envelope's payload before
-// its ack. It decodes with encoding/json's rules on encoding/json/v2's implementation
-// (jsonv1, as the store does), in about half encoding/json's time and with 11 allocations
-// instead of 28 (BenchmarkSocketFrameToEvent); FuzzDecodeCallback holds it to encoding/json.
+// its ack. It decodes with encoding/json's rules on jsontext, encoding/json/v2's syntactic
+// layer, straight into the two structs (callbackdecode.go); FuzzDecodeCallback holds it to
+// encoding/json. cb.Event is a slice of body.
 func decodeCallback(body []byte) (cb callback, m message, err error) {
-	if err := jsonv1.Unmarshal(body, &cb); err != nil {
+	cb, m, err = decodeCallbackFields(body)
+	if err != nil {
 		return callback{}, message{}, fmt.Errorf("decode event callback: %w", err)
-	}
-	if cb.Type != "event_callback" {
-		return cb, message{}, nil
-	}
-	if cb.EventID == "" {
-		return callback{}, message{}, errors.New("decode event callback: no event_id")
-	}
-	if err := jsonv1.Unmarshal(cb.Event, &m); err != nil {
-		return callback{}, message{}, fmt.Errorf("decode event %s: %w", cb.EventID, err)
 	}
 	return cb, m, nil
 }

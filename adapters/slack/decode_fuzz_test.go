@@ -9,7 +9,7 @@ import (
 	"github.com/loopbot/loopbot/adapters/slack/slackfake"
 )
 
-// FuzzDecodeCallback holds decodeCallback, which decodes with jsonv1, to encoding/json: the
+// FuzzDecodeCallback holds decodeCallback, which decodes on jsontext, to encoding/json: the
 // same callback and message, or an error from both.
 func FuzzDecodeCallback(f *testing.F) {
 	for _, name := range []string{"events/app_mention_edited.json", "events/assistant_thread_started.json"} {
@@ -21,6 +21,16 @@ func FuzzDecodeCallback(f *testing.F) {
 	}
 	f.Add(mention)
 	f.Add([]byte(`{"type":"event_callback","event_id":"Ev2","EVENT":{"Type":"message","text":"a\u00e9\ud83d\ude00","ts":"1.2","channel":"D1","edited":null},"authorizations":[{"team_id":"T9"}]}`))
+	// encoding/json's corners: repeated keys (null leaving a string, an object merging into
+	// the one before, an array into the elements the one before left), keys matched by
+	// Unicode case folding ("ſ" is "s"), escaped keys and values, a lone surrogate.
+	f.Add([]byte(`{"type":"event_callback","event_id":"E1","type":null,"event":{"type":"message","edited":{"user":"U1"},"edited":{"ts":"1"},"text":"t","text":null,"t\u0073":"2","tſ":"3"},` +
+		`"authorizations":[{"team_id":"A"},{"team_id":"B"}],"authorizations":[{}],"authorizations":[null,{}]}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E2","event":{"user":"\ud800x","edited":{"ts":"1"},"edited":null},"authorizations":[{"team_id":"A"}],"authorizations":[]}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E4","event":{},"authorizations":[{"team_id":"A"},{"team_id":"B"}],"authorizations":[{}]}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E5","event":null,"authorizations":[]}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E3"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		cb, m, err := decodeCallback(body)
 		want := func() (cb callback, m message, err error) {

@@ -82,7 +82,7 @@ func decodeEnvelope(frame []byte) (envelope, error) {
 	d := envelopeDecoders.Get().(*envelopeDecoder)
 	defer envelopeDecoders.Put(d)
 	d.r.Reset(frame)
-	d.dec.Reset(&d.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d.dec.Reset(&d.r, decoderOptions...)
 	dec := &d.dec
 
 	var e envelope
@@ -169,7 +169,8 @@ func (e *envelope) set(f int, value []byte) error {
 }
 
 // jsonString is a string token's value. A plain one is copied as it is; one with escapes
-// or bytes outside ASCII goes through encoding/json, which also replaces invalid UTF-8.
+// or bytes outside ASCII is unescaped by jsontext, and when jsontext refuses it (invalid
+// UTF-8, a lone surrogate) goes through encoding/json, which replaces what is invalid.
 func jsonString(tok []byte) (string, error) {
 	if len(tok) < 2 || tok[0] != '"' {
 		return "", errEnvelope
@@ -177,6 +178,10 @@ func jsonString(tok []byte) (string, error) {
 	inner := tok[1 : len(tok)-1]
 	for _, c := range inner {
 		if c == '\\' || c >= 0x80 {
+			var buf [128]byte
+			if out, err := jsontext.AppendUnquote(buf[:0], tok); err == nil {
+				return string(out), nil
+			}
 			var s string
 			if err := json.Unmarshal(tok, &s); err != nil {
 				return "", errEnvelope

@@ -141,7 +141,7 @@ func (s *session) tryEnqueue(j job) bool {
 			return true
 		}
 	}
-	q.commit(j)
+	q.commit(&j)
 	return true
 }
 
@@ -171,11 +171,17 @@ type queue struct {
 	// since it last looked; one is enough, as the worker looks again before it waits.
 	ready chan struct{}
 
-	mu       sync.Mutex
-	jobs     []job
+	mu sync.Mutex
+	// jobs[head:] wait, oldest first. The array is kept while the queue empties and fills
+	// again, up to keptQueueJobs, so that each burst does not grow one anew.
+	jobs     []*job
+	head     int
 	reserved int // room promised by reserve and not yet filled by commit or given back
 	closed   bool
 }
+
+// keptQueueJobs bounds the array a queue keeps once empty (8 KB).
+const keptQueueJobs = 1024
 
 func newQueue(limit int) *queue {
 	return &queue{limit: limit, ready: make(chan struct{}, 1)}
@@ -186,7 +192,7 @@ func newQueue(limit int) *queue {
 func (q *queue) reserve() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || len(q.jobs)+q.reserved >= q.limit {
+	if q.closed || len(q.jobs)-q.head+q.reserved >= q.limit {
 		return false
 	}
 	q.reserved++
@@ -194,9 +200,16 @@ func (q *queue) reserve() bool {
 }
 
 // commit puts j in the room reserve promised.
-func (q *queue) commit(j job) {
+func (q *queue) commit(j *job) {
 	q.mu.Lock()
 	q.reserved--
+	if q.head > 0 && len(q.jobs) == cap(q.jobs) {
+		// Full, with room at the front: the waiting jobs move there rather than to a
+		// larger array.
+		n := copy(q.jobs, q.jobs[q.head:])
+		clear(q.jobs[n:])
+		q.jobs, q.head = q.jobs[:n], 0
+	}
 	q.jobs = append(q.jobs, j)
 	q.mu.Unlock()
 	q.wake()
@@ -214,16 +227,19 @@ func (q *queue) release() {
 func (q *queue) take() (job, bool) {
 	for {
 		q.mu.Lock()
-		if len(q.jobs) > 0 {
-			j := q.jobs[0]
-			q.jobs[0] = job{}
-			q.jobs = q.jobs[1:]
-			if len(q.jobs) == 0 {
-				// Let a burst's backing array go rather than keep it for good.
-				q.jobs = nil
+		if q.head < len(q.jobs) {
+			j := q.jobs[q.head]
+			q.jobs[q.head] = nil
+			q.head++
+			if q.head == len(q.jobs) {
+				// Let a large burst's array go rather than keep it for good.
+				q.jobs, q.head = q.jobs[:0], 0
+				if cap(q.jobs) > keptQueueJobs {
+					q.jobs = nil
+				}
 			}
 			q.mu.Unlock()
-			return j, true
+			return *j, true
 		}
 		done := q.closed && q.reserved == 0
 		q.mu.Unlock()

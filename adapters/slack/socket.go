@@ -44,76 +44,66 @@ func (a *Adapter) runSocket(ctx context.Context, h bot.Handler) error {
 	sc := newSocketClient(a)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	// The connection's reader hands envelopes over as they are read; it waits when this loop
-	// is behind, which leaves them in the socket.
-	envelopes := make(chan envelope, maxBatch)
-	done := make(chan error, 1)
 	s := a.newSession(ctx, h, self)
 	defer s.drain()
+	// The connection's reader decodes each envelope as it reads it (its payload is a slice
+	// of the read buffer, which the next frame reuses) and adds it to the batch; it waits
+	// when maxBatch wait, which leaves the envelopes that come meanwhile in the socket.
+	pending := newBatch()
+	pending.decoded = a.decoded
+	done := make(chan error, 1)
 	go func() {
 		done <- sc.run(runCtx, func(e envelope) {
 			s.intake.arrived()
-			select {
-			case envelopes <- e:
-			case <-runCtx.Done():
+			d, ok := a.decodeEnvelopeJob(s, e)
+			if !ok {
+				s.intake.settled(1)
+				return
+			}
+			if _, ok := pending.add(runCtx, d); !ok && d.q != nil {
+				d.q.release()
 			}
 		})
 	}()
 
 	// The acker accepts and acknowledges one batch at a time, in the order they came,
-	// while this loop decodes what arrives meanwhile into the next: a burst is accepted
+	// while the reader decodes what arrives meanwhile into the next: a burst is accepted
 	// in as many transactions as there are disk syncs in its time, each batch the
 	// envelopes that came during the sync before it.
-	batches := make(chan []delivery)
 	acked := make(chan struct{})
 	go func() {
 		defer close(acked)
-		for ds := range batches {
-			a.ackDeliveries(ctx, sc, s, ds)
+		var spare []delivery
+		var scratch ackScratch
+		for {
+			ds, ok := pending.take(runCtx, spare)
+			if !ok {
+				return
+			}
+			a.ackDeliveries(ctx, sc, s, ds, &scratch)
+			spare = ds
 		}
 	}()
-	var next []delivery
 	defer func() {
-		close(batches)
+		stop()
 		<-acked
 		// Decoded but never accepted nor acknowledged: Slack delivers them again.
-		for _, d := range next {
+		for _, d := range pending.close() {
 			if d.q != nil {
 				d.q.release()
 			}
 		}
 	}()
-	for {
-		var give chan<- []delivery
-		if len(next) > 0 {
-			give = batches
-		}
-		var in <-chan envelope
-		if len(next) < maxBatch {
-			in = envelopes
-		}
-		select {
-		case <-ctx.Done():
-			stop()
-			<-done
+	select {
+	case <-ctx.Done():
+		stop()
+		<-done
+		return nil
+	case err := <-done:
+		if ctx.Err() != nil {
 			return nil
-		case err := <-done:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("slack socket mode: %w", err)
-		case give <- next:
-			next = nil
-		case e := <-in:
-			if d, ok := a.decodeEnvelopeJob(s, e); ok {
-				next = append(next, d)
-			} else {
-				s.intake.settled(1)
-			}
-			if a.decoded != nil {
-				a.decoded(len(next))
-			}
 		}
+		return fmt.Errorf("slack socket mode: %w", err)
 	}
 }
 
@@ -124,7 +114,7 @@ const maxBatch = 256
 type delivery struct {
 	envelope string
 	answer   any
-	job      job
+	job      *job   // nil when there is nothing to handle
 	q        *queue // the job's worker, with room reserved; nil when there is no job
 	durable  bool   // the job is accepted before the ack
 	dropped  bool   // not to be acknowledged: Slack delivers it again
@@ -134,9 +124,12 @@ type delivery struct {
 // The jobs that reach the bot as they are are accepted first, all in one call (one
 // transaction), and acknowledged only once that has returned: an acknowledged event is
 // never lost, even to a kill -9.
-func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *session, ds []delivery) {
-	var accept []bot.Event
-	var accepted []int
+func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *session, ds []delivery, scratch *ackScratch) {
+	accept, accepted := scratch.accept[:0], scratch.accepted[:0]
+	defer func() {
+		clear(accept)
+		scratch.accept, scratch.accepted = accept[:0], accepted[:0]
+	}()
 	for i, d := range ds {
 		if d.durable {
 			accept = append(accept, d.job.ev)
@@ -165,7 +158,11 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *sessio
 		}
 	}
 	// The acks are written together, and only then are the jobs handed on.
-	var acks []ackFrame
+	acks := scratch.acks[:0]
+	defer func() {
+		clear(acks)
+		scratch.acks = acks[:0]
+	}()
 	for _, d := range ds {
 		if !d.dropped {
 			acks = append(acks, ackFrame{d.envelope, d.answer})
@@ -173,7 +170,7 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *sessio
 	}
 	var err error
 	if len(acks) > 0 {
-		if err = sc.ack(acks...); err != nil {
+		if err = sc.ack(acks); err != nil {
 			a.log.Warn("slack: ack envelopes", "count", len(acks), "err", logSafe(err))
 		}
 	}
@@ -197,6 +194,15 @@ func (a *Adapter) ackDeliveries(ctx context.Context, sc *socketClient, s *sessio
 	s.intake.settled(len(ds))
 }
 
+// ackScratch is what ackDeliveries reuses from one batch to the next, so that a burst's
+// batches allocate nothing of their own once it has grown. The handler's Accept does not
+// keep the events it is given.
+type ackScratch struct {
+	accept   []bot.Event
+	accepted []int
+	acks     []ackFrame
+}
+
 // decodeEnvelopeJob decodes a Socket Mode envelope's payload into the delivery to
 // acknowledge, with room reserved for its job. What carries nothing to handle (an envelope
 // of a type loopbot does not know, a payload that does not decode) is still acknowledged,
@@ -208,12 +214,13 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 		return delivery{}, false
 	}
 	d := delivery{envelope: e.EnvelopeID}
+	var j job
 	var ok bool
 	switch e.Type {
 	case "events_api":
-		d.job, ok = s.fromEvent(e.Payload)
+		j, ok = s.fromEvent(e.Payload)
 	case "interactive":
-		d.job, ok = s.fromInteraction(e.Payload)
+		j, ok = s.fromInteraction(e.Payload)
 	case "slash_commands":
 		var sc slashCommand
 		if err := json.Unmarshal(e.Payload, &sc); err != nil {
@@ -221,7 +228,7 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 			break
 		}
 		var reply string
-		d.job, reply, ok = s.fromCommand(sc)
+		j, reply, ok = s.fromCommand(sc)
 		if reply != "" {
 			d.answer = ephemeral(reply)
 		}
@@ -234,12 +241,13 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 	// Room for the job is reserved before the ack, so that an acknowledged job always has a
 	// place and this loop never waits for the workers. When the thread's worker has too
 	// many waiting, the envelope is not acknowledged: Slack delivers it again later.
-	q := s.queueFor(d.job)
+	q := s.queueFor(j)
 	if !q.reserve() {
 		a.log.Warn("slack: too many events waiting to be handled; envelope left unacknowledged for Slack to deliver again",
-			"envelope", e.EnvelopeID, "event", d.job.ev.ID, "channel", d.job.ev.Thread.Channel)
+			"envelope", e.EnvelopeID, "event", j.ev.ID, "channel", j.ev.Thread.Channel)
 		return delivery{}, false
 	}
-	d.q, d.durable = q, s.durable(d.job)
+	held := j // on the heap, where the queue keeps it; j stays on the stack
+	d.job, d.q, d.durable = &held, q, s.durable(j)
 	return d, true
 }

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 )
@@ -49,6 +51,10 @@ const (
 	socketRetryMax = time.Minute
 )
 
+// maxKeptFrameBuffer is the largest read buffer kept from one frame to the next: an
+// unusually large frame's is let go.
+const maxKeptFrameBuffer = 256 * 1024
+
 // errDisconnect ends a connection's reading when Slack asks the app to reconnect.
 var errDisconnect = errors.New("slack asked to reconnect")
 
@@ -72,8 +78,10 @@ type socketConn struct {
 	out *batchConn
 	n   int
 	// wmu serializes writes: gorilla/websocket allows one writer at a time (pongs are
-	// control frames, which it lets through concurrently).
-	wmu sync.Mutex
+	// control frames, which it lets through concurrently). ackBuf, which holds each ack's
+	// JSON on its way out, is the writer's.
+	wmu    sync.Mutex
+	ackBuf []byte
 }
 
 func newSocketClient(a *Adapter) *socketClient {
@@ -211,11 +219,22 @@ func (c *socketClient) read(ctx context.Context, conn *socketConn, deliver func(
 		}
 		return nil
 	})
+	// Every frame is read into the one buffer: deliver is done with the envelope (whose
+	// payload is a slice of it) before the next frame is read.
+	var buf bytes.Buffer
 	for {
-		_, frame, err := ws.ReadMessage()
+		_, r, err := ws.NextReader()
 		if err != nil {
 			return err
 		}
+		if buf.Cap() > maxKeptFrameBuffer {
+			buf = bytes.Buffer{}
+		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(r); err != nil {
+			return err
+		}
+		frame := buf.Bytes()
 		e, err := decodeEnvelope(frame)
 		if err != nil {
 			c.a.log.Warn("slack: undecodable socket mode frame dropped", "err", err, "bytes", len(frame))
@@ -248,18 +267,7 @@ type ackFrame struct {
 // acknowledged is delivered again by Slack, on this connection or the next, so a failed
 // write needs nothing more than its error, which is for all of them: a write that fails
 // may have sent some.
-func (c *socketClient) ack(acks ...ackFrame) error {
-	frames := make([][]byte, len(acks))
-	for i, a := range acks {
-		b, err := json.Marshal(struct {
-			EnvelopeID string `json:"envelope_id"`
-			Payload    any    `json:"payload,omitempty"`
-		}{a.envelopeID, a.payload})
-		if err != nil {
-			return fmt.Errorf("encode ack: %w", err)
-		}
-		frames[i] = b
-	}
+func (c *socketClient) ack(acks []ackFrame) error {
 	c.mu.Lock()
 	conn := c.cur
 	c.mu.Unlock()
@@ -269,7 +277,13 @@ func (c *socketClient) ack(acks ...ackFrame) error {
 	conn.wmu.Lock()
 	defer conn.wmu.Unlock()
 	conn.out.hold()
-	for _, b := range frames {
+	for _, a := range acks {
+		b, err := appendAck(conn.ackBuf[:0], a)
+		if err != nil {
+			_ = conn.out.flush()
+			return err
+		}
+		conn.ackBuf = b
 		_ = conn.ws.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
 		if err := conn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			_ = conn.out.flush()
@@ -280,6 +294,33 @@ func (c *socketClient) ack(acks ...ackFrame) error {
 		return fmt.Errorf("write ack: %w", err)
 	}
 	return nil
+}
+
+// appendAck appends the JSON of one acknowledgement, {"envelope_id":…,"payload":…}, to b.
+// The ID is quoted as JSON quotes a string; the payload (rare: a slash command's reply) is
+// marshalled.
+func appendAck(b []byte, a ackFrame) ([]byte, error) {
+	b = append(b, `{"envelope_id":`...)
+	q, err := jsontext.AppendQuote(b, a.envelopeID)
+	if err != nil {
+		// Invalid UTF-8, which the envelope's decoding already replaced: encoding/json
+		// writes it as that did.
+		id, err := json.Marshal(a.envelopeID)
+		if err != nil {
+			return nil, fmt.Errorf("encode ack: %w", err)
+		}
+		q = append(b, id...)
+	}
+	b = q
+	if a.payload != nil {
+		p, err := json.Marshal(a.payload)
+		if err != nil {
+			return nil, fmt.Errorf("encode ack: %w", err)
+		}
+		b = append(b, `,"payload":`...)
+		b = append(b, p...)
+	}
+	return append(b, '}'), nil
 }
 
 // batchConn is a network connection whose writes can be held and sent together. What is

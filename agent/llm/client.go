@@ -37,6 +37,8 @@ type Client struct {
 	temperature *float32
 	// completionTokens sends the token cap as max_completion_tokens rather than max_tokens.
 	completionTokens bool
+	// tools are the latest tool sets requests offered, translated and encoded (toolset.go).
+	tools toolSets
 
 	sleep func(ctx context.Context, d time.Duration) error
 	now   func() time.Time
@@ -243,7 +245,7 @@ func (c *Client) completeOnce(ctx context.Context, creq openai.ChatCompletionReq
 	if err := openai.NewReasoningValidator().Validate(creq); err != nil {
 		return agent.Reply{}, err
 	}
-	reqBody, err := encodeRequest(creq)
+	reqBody, err := encodeRequest(creq, c.tools.bodyFor(creq.Tools))
 	if err != nil {
 		return agent.Reply{}, err
 	}
@@ -334,13 +336,17 @@ func (c *Client) usage(u *openai.Usage) agent.Usage {
 // function without parameters.
 var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// request translates an agent.Request into go-openai's.
+// request translates an agent.Request into go-openai's. Its tools are a kept set's, which
+// the request must not change.
 func (c *Client) request(req agent.Request) (openai.ChatCompletionRequest, error) {
-	creq := openai.ChatCompletionRequest{Model: c.model}
+	creq := openai.ChatCompletionRequest{Model: c.model, Messages: make([]openai.ChatCompletionMessage, 0, len(req.Messages))}
 	for _, m := range req.Messages {
 		om := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
 		switch m.Role {
 		case agent.RoleAssistant:
+			if len(m.ToolCalls) > 0 {
+				om.ToolCalls = make([]openai.ToolCall, 0, len(m.ToolCalls))
+			}
 			for _, tc := range m.ToolCalls {
 				om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
 					ID:       tc.ID,
@@ -354,17 +360,12 @@ func (c *Client) request(req agent.Request) (openai.ChatCompletionRequest, error
 		}
 		creq.Messages = append(creq.Messages, om)
 	}
-	for _, t := range req.Tools {
-		params := t.Parameters
-		if len(params) == 0 {
-			params = defaultParameters
-		} else if !json.Valid(params) {
-			return creq, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+	if len(req.Tools) > 0 {
+		set, err := c.tools.get(req.Tools)
+		if err != nil {
+			return creq, err
 		}
-		creq.Tools = append(creq.Tools, openai.Tool{
-			Type:     openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
-		})
+		creq.Tools = set.tools
 	}
 	if req.JSON {
 		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}

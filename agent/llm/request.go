@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -26,7 +27,8 @@ import (
 // Streams still go through go-openai, whose reader parses the events.
 
 // wireRequest is the body of a chat completion request: the fields of go-openai's
-// ChatCompletionRequest that request sets, with the same names and omissions.
+// ChatCompletionRequest that request sets, with the same names and omissions, but for the
+// tools, which encodeRequest adds as they were encoded once (toolset.go).
 type wireRequest struct {
 	Model               string                               `json:"model"`
 	Messages            []wireRequestMessage                 `json:"messages"`
@@ -35,7 +37,6 @@ type wireRequest struct {
 	Temperature         float32                              `json:"temperature,omitempty"`
 	Stream              bool                                 `json:"stream"`
 	ResponseFormat      *openai.ChatCompletionResponseFormat `json:"response_format,omitempty"`
-	Tools               []wireTool                           `json:"tools,omitempty"`
 }
 
 // wireRequestMessage is go-openai's ChatCompletionMessage as its MarshalJSON writes one
@@ -55,12 +56,14 @@ type wireTool struct {
 
 // encodeRequest encodes creq as go-openai would send it. It refuses the fields that
 // wireRequest does not carry, so that a new setting in request cannot be dropped silently.
-func encodeRequest(creq openai.ChatCompletionRequest) ([]byte, error) {
+// tools, when not nil, is the encoding of creq.Tools (a toolSet's), which is then not
+// encoded again.
+func encodeRequest(creq openai.ChatCompletionRequest, tools []byte) ([]byte, error) {
 	rest := creq
 	//lint:ignore SA1019 other servers than OpenAI's still widely know only max_tokens (see request).
 	rest.Model, rest.Messages, rest.MaxTokens, rest.MaxCompletionTokens, rest.Temperature, rest.Stream, rest.ResponseFormat, rest.Tools =
 		"", nil, 0, 0, 0, false, nil, nil
-	if !isZeroRequest(rest) {
+	if !reflect.ValueOf(rest).IsZero() {
 		return nil, errors.New("encode request: it sets a field the client does not encode")
 	}
 	//lint:ignore SA1019 other servers than OpenAI's still widely know only max_tokens (see request).
@@ -73,25 +76,32 @@ func encodeRequest(creq openai.ChatCompletionRequest) ([]byte, error) {
 		}
 		w.Messages[i] = wireRequestMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 	}
-	for i, t := range creq.Tools {
-		if len(t.Parameters) > 0 {
-			return nil, fmt.Errorf("encode request: tool %d sets a field the client does not encode", i)
+	if tools == nil && len(creq.Tools) > 0 {
+		var err error
+		if tools, err = encodeTools(creq.Tools); err != nil {
+			return nil, err
 		}
-		w.Tools = append(w.Tools, wireTool{Type: t.Type, Function: t.Function})
 	}
-	body, err := json.Marshal(&w)
-	if err != nil {
+	// One buffer, sized for the messages' text and the tools, takes the whole body.
+	size := len(tools) + 256
+	for _, m := range creq.Messages {
+		size += len(m.Content) + 64
+		for _, tc := range m.ToolCalls {
+			size += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments) + 64
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if err := json.NewEncoder(buf).Encode(&w); err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	return body, nil
-}
-
-// isZeroRequest reports whether r sets no field. ChatCompletionRequest holds maps and
-// slices, so it cannot be compared with ==; its JSON can, omitting every empty field but
-// "model", "messages" and "stream", which encodeRequest cleared.
-func isZeroRequest(r openai.ChatCompletionRequest) bool {
-	data, err := json.Marshal(r)
-	return err == nil && string(data) == `{"model":"","messages":null,"stream":false}`
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // Encode ends the value with a newline
+	if len(tools) == 0 {
+		return body, nil
+	}
+	// The tools go last, as the object's last member: body ends with its closing brace.
+	body = append(body[:len(body)-1], `,"tools":`...)
+	body = append(body, tools...)
+	return append(body, '}'), nil
 }
 
 // endpoint is where a chat completion goes and how it is authorised, as go-openai builds

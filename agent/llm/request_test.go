@@ -63,9 +63,17 @@ func TestEncodeRequestMatchesGoOpenAI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours, err := encodeRequest(creq)
+			ours, err := encodeRequest(creq, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The tools as the client sends them, encoded once for their kept set.
+			kept, err := encodeRequest(creq, tt.c.tools.bodyFor(creq.Tools))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(kept, ours) {
+				t.Errorf("body with the kept tools differs:\n got %s\nwant %s", kept, ours)
 			}
 			var want, got any
 			if err := json.Unmarshal(theirs, &want); err != nil {
@@ -102,7 +110,7 @@ func TestEncodeRequestRefusesWhatItDoesNotCarry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			creq := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
 			tt.set(&creq)
-			if _, err := encodeRequest(creq); err == nil || !strings.Contains(err.Error(), "does not encode") {
+			if _, err := encodeRequest(creq, nil); err == nil || !strings.Contains(err.Error(), "does not encode") {
 				t.Errorf("encodeRequest: %v, want it refused", err)
 			}
 		})
@@ -124,7 +132,8 @@ func BenchmarkRequestBody(b *testing.B) {
 		req.Tools = append(req.Tools, agent.ToolSpec{Name: "tool_" + string(rune('a'+i)), Description: "Does one thing to one file.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"start":{"type":"integer"},"end":{"type":"integer"}},"required":["path"]}`)})
 	}
-	creq, err := (&Client{model: "m"}).request(req)
+	c := &Client{model: "m"}
+	creq, err := c.request(req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,7 +148,20 @@ func BenchmarkRequestBody(b *testing.B) {
 	b.Run("client", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := encodeRequest(creq); err != nil {
+			if _, err := encodeRequest(creq, c.tools.bodyFor(creq.Tools)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What a step costs the client before it sends: the translation and the body.
+	b.Run("request and body", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			creq, err := c.request(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := encodeRequest(creq, c.tools.bodyFor(creq.Tools)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package text
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -39,6 +40,9 @@ func FuzzMembers(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		ms, ok := Members(raw)
+		if dms, dok := decodeMembers(raw); ok != dok || !reflect.DeepEqual(ms, dms) {
+			t.Fatalf("Members(%q) = %q, %v; the decoder says %q, %v", raw, ms, ok, dms, dok)
+		}
 		var obj map[string]json.RawMessage
 		isObject := json.Unmarshal([]byte(raw), &obj) == nil && obj != nil
 		if ok != isObject {
@@ -53,4 +57,31 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMembersScanMatchesTheDecoder checks that the objects Members splits where they stand
+// give what encoding/json's decoder gives, and that the rest go to the decoder.
+func TestMembersScanMatchesTheDecoder(t *testing.T) {
+	for _, raw := range []string{
+		`{"path":"a.go","start":1,"end":-2.5e3}`,
+		` { "a" : [ 1 , {"b": "}],{"} ] , "c":true,"d":null,"e":false } `,
+		`{"s":"a \\\" , } ] x","n":0}`,
+		`{"a":1,"a":2}`,
+		`{"x":{}}`,
+		`{"x":[]}`,
+		"{\"t\":\"line one\\nline two\"}\n",
+		`{"caf\u00e9":1}`,
+		`{"a\"b":1}`,
+		`{"é":"x"}`,
+		`{"a":"é"}`,
+		`[{"a":1}]`,
+		`"{}"`,
+		`{"a":1`,
+	} {
+		ms, ok := Members(raw)
+		dms, dok := decodeMembers(raw)
+		if ok != dok || !reflect.DeepEqual(ms, dms) {
+			t.Errorf("Members(%q) = %q, %v; the decoder says %q, %v", raw, ms, ok, dms, dok)
+		}
+	}
 }

@@ -1,5 +1,5 @@
 // Command loopbench measures loopbot in one process against its fakes: the scripted
-// OpenAI-compatible server of agent/llm/llmtest, the real bbolt store in a temporary
+// OpenAI-compatible servers of agent/llm/llmtest, the real bbolt store in a temporary
 // directory, the fake Slack of adapters/slack/slackfake behind the real Slack adapter (or a
 // recording chat platform where Slack is not the point), and the real loopbot binary where a
 // figure is about the process. It exists so that a change to the loop, the context
@@ -10,9 +10,9 @@
 //	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,makespan-replicas,planner,startup,autonomy]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
-//	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D]
+//	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D] [-makespan-model=lean|llmtest]
 //	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
-//	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE]
+//	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE] [-trace=FILE]
 //	                       [-database-url=URL] [-replicas=N]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per
@@ -47,6 +47,13 @@
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.
+//	         makespan_bot_cpu_s and makespan_model_cpu_s: the CPU time of this process (the
+//	         bot's side) and of the fake model's process meanwhile. The fake model is
+//	         llmtest's Lean server in a child process, which keeps and decodes nothing
+//	         (-makespan-model=llmtest uses llmtest's Server instead, which decodes and keeps
+//	         every request); the scenario fails unless it was asked each step exactly once.
+//	         makespan_writes_per_run and makespan_written_mb: the store's writes over the
+//	         runs (the note gives its commits) and the bytes of pages it wrote meanwhile.
 //	makespan-replicas  makespan_ratio_replicas: the same burst on three bots (-replicas) in this
 //	         process sharing the PostgreSQL database of -database-url (or
 //	         LOOPBOT_DATABASE_URL), a connection pool each, the mentions taken in turn; the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,6 +29,7 @@ type options struct {
 	makespanRuns    int
 	makespanSteps   int
 	makespanLatency time.Duration
+	makespanModel   string
 
 	ackEvents int
 
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
+	fs.StringVar(&o.makespanModel, "makespan-model", modelLean, "makespan and makespan-replicas: the fake model, "+modelLean+" (reads each request as a stream of tokens and keeps nothing) or "+modelLLMTest+" (llmtest's Server, which decodes and keeps every request)")
 	fs.IntVar(&o.planParts, "plan-parts", 3, "planner: independent parts of the task, each a plan step")
 	fs.IntVar(&o.planFetches, "plan-fetches", 4, "planner: tool calls of each part (of -output-kb KB each)")
 	fs.DurationVar(&o.planLatency, "plan-latency", 50*time.Millisecond, "planner: latency of each model reply")
@@ -122,6 +125,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "startup: how long the last start sits idle before its RSS is read")
 	fs.StringVar(&o.loopbot, "loopbot", "", "startup: the loopbot binary to start; empty builds ./cmd/loopbot of this module")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the chosen scenarios to this file")
+	traceFile := fs.String("trace", "", "write an execution trace of the chosen scenarios to this file, for go tool trace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,6 +133,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 ||
 		o.planParts < 1 || o.planFetches < 1 || o.planLatency < 0 || o.replicas < 1 {
 		return fmt.Errorf("sizes must be positive")
+	}
+	if o.makespanModel != modelLean && o.makespanModel != modelLLMTest {
+		return fmt.Errorf("-makespan-model is %s or %s, not %q", modelLean, modelLLMTest, o.makespanModel)
 	}
 	chosen, err := choose(*pick)
 	if err != nil {
@@ -145,6 +152,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 
 	var figs []figure

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
 
 	"bytes"
@@ -170,7 +171,7 @@ func TestReportEndsWithJSON(t *testing.T) {
 func TestScenariosRunSmall(t *testing.T) {
 	got := figuresOf(t, "-scenarios=step,prompt,chat,ack,makespan", "-ack-events=20", "-step-runs=2", "-step-steps=3", "-prompt-steps=4", "-output-kb=1", "-prompt-budget=32000", "-chat-steps=3", "-chat-latency=1ms",
 		"-makespan-runs=20", "-makespan-steps=3", "-makespan-latency=20ms")
-	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "ack_p50_ms", "ack_p99_ms"} {
+	for _, key := range []string{"step_overhead_us", "checkpoint_bytes_per_step", "prompt_token_ratio", "cache_prefix_ratio", "cached_cost_ratio", "chat_calls", "max_edits_per_s", "makespan_ratio", "peak_rss_mb", "makespan_bot_cpu_s", "makespan_model_cpu_s", "makespan_writes_per_run", "makespan_written_mb", "ack_p50_ms", "ack_p99_ms"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("figures %v lack %s", got, key)
 		}
@@ -204,6 +205,75 @@ func TestScenariosRunSmall(t *testing.T) {
 	}
 	if mb := got["peak_rss_mb"]; mb <= 0 {
 		t.Errorf("peak_rss_mb = %v, want a positive size", mb)
+	}
+	if s := got["makespan_bot_cpu_s"]; s <= 0 {
+		t.Errorf("makespan_bot_cpu_s = %v, want some CPU time", s)
+	}
+	if s := got["makespan_model_cpu_s"]; s < 0 {
+		t.Errorf("makespan_model_cpu_s = %v, want no less than none", s)
+	}
+	// A run of 3 steps is checkpointed at every step at least.
+	if w := got["makespan_writes_per_run"]; w < 3 {
+		t.Errorf("makespan_writes_per_run = %v, want at least the steps", w)
+	}
+	if mb := got["makespan_written_mb"]; mb <= 0 {
+		t.Errorf("makespan_written_mb = %v, want some pages written", mb)
+	}
+}
+
+// TestMakespanModels runs the makespan scenario against each fake model: both answer the
+// real client, and another name is refused.
+func TestMakespanModels(t *testing.T) {
+	for _, model := range []string{modelLean, modelLLMTest} {
+		t.Run(model, func(t *testing.T) {
+			got := figuresOf(t, "-scenarios=makespan", "-makespan-model="+model, "-makespan-runs=5", "-makespan-steps=2", "-makespan-latency=1ms")
+			if r := got["makespan_ratio"]; r < 1 {
+				t.Errorf("makespan_ratio = %v, want at least 1", r)
+			}
+		})
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-scenarios=makespan", "-makespan-model=remote"}, &out); err == nil || !strings.Contains(err.Error(), "-makespan-model") {
+		t.Errorf("run with -makespan-model=remote: %v, want the flag refused", err)
+	}
+}
+
+// TestTraceFlag takes an execution trace of a small makespan scenario: it names the burst's
+// region, which is what a reader of go tool trace looks for.
+func TestTraceFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.out")
+	figuresOf(t, "-scenarios=makespan", "-trace="+path, "-makespan-runs=3", "-makespan-steps=2", "-makespan-latency=1ms")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"makespan burst", "store: group"} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("the trace (%d bytes) does not name %q", len(data), want)
+		}
+	}
+}
+
+func TestCheckModelRequests(t *testing.T) {
+	stats := func(requests, calls, texts, refused int64) modelStats {
+		return modelStats{LeanStats: llmtest.LeanStats{Requests: requests, ToolCalls: calls, Texts: texts, Refused: refused}, CPUSeconds: 1}
+	}
+	before := stats(10, 6, 3, 1) // an earlier measurement's
+	tests := []struct {
+		name    string
+		after   modelStats
+		wantErr bool
+	}{
+		{"every step once", stats(10+15, 6+10, 3+5, 1), false},
+		{"a step asked twice", stats(10+16, 6+11, 3+5, 1), true},
+		{"a run one step short", stats(10+14, 6+9, 3+5, 1), true},
+		{"a run that never answered", stats(10+15, 6+11, 3+4, 1), true},
+		{"a request refused", stats(10+16, 6+10, 3+5, 2), true},
+	}
+	for _, tt := range tests {
+		if err := checkModelRequests(before, tt.after, 5, 3); (err != nil) != tt.wantErr {
+			t.Errorf("%s: checkModelRequests = %v, want error %v", tt.name, err, tt.wantErr)
+		}
 	}
 }
 

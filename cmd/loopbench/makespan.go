@@ -1,22 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime/debug"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm"
-	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -44,14 +42,12 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	defer closeStore()
 
 	steps := o.makespanSteps
-	// The fake model runs in a child process, so that the peak RSS is the bot's side (bot,
-	// store, model client) and not the fake's, which keeps every request it was sent.
-	modelURL, stopModel, err := startModelProcess(ctx, steps, o.makespanLatency)
+	model, err := startModelProcess(ctx, o.makespanModel, steps, o.makespanLatency)
 	if err != nil {
 		return nil, err
 	}
-	defer stopModel()
-	client, err := llm.New(llm.Config{BaseURL: modelURL, Model: "m", MaxRetries: -1})
+	defer model.stop()
+	client, err := llm.New(llm.Config{BaseURL: model.url, Model: "m", MaxRetries: -1})
 	if err != nil {
 		return nil, fmt.Errorf("model client: %w", err)
 	}
@@ -73,7 +69,7 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	defer cancel()
 	defer b.Stop(stopCtx)
 
-	start, accepted, last, err := burst(ctx, o, []*bot.Bot{b}, plat, db)
+	br, err := modelBurst(ctx, o, model, []*bot.Bot{b}, plat, db)
 	if err != nil {
 		return nil, err
 	}
@@ -81,116 +77,23 @@ func makespan(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	wall := last.Sub(start)
+	wall := br.last.Sub(br.start)
 	ideal := time.Duration(steps) * o.makespanLatency
 	return []figure{
 		{Key: "makespan_ratio", Value: wall.Seconds() / ideal.Seconds(), Unit: "ratio",
 			Note: fmt.Sprintf("%d runs started at once (one mention each, own channel, accepted in %s), %d steps each (%d tool calls + the answer) at %s model latency over HTTP, real store: last completed after %s, ideal %s",
-				o.makespanRuns, accepted.Round(time.Millisecond), steps, steps-1, o.makespanLatency, wall.Round(time.Millisecond), ideal)},
+				o.makespanRuns, br.accepted.Round(time.Millisecond), steps, steps-1, o.makespanLatency, wall.Round(time.Millisecond), ideal)},
 		{Key: "peak_rss_mb", Value: float64(peak) / 1024, Unit: "MB",
 			Note: peakNote + "; bot, store, model client and recording platform, the fake model being another process"},
+		{Key: "makespan_bot_cpu_s", Value: br.botCPU.Seconds(), Unit: "s",
+			Note: "CPU time (user and system) of this process from the burst until the last answer was posted: bot, store, model client and recording platform"},
+		{Key: "makespan_writes_per_run", Value: float64(br.writes) / float64(o.makespanRuns), Unit: "writes",
+			Note: fmt.Sprintf("store writes (transactions asked for) meanwhile, over the runs: %d writes in %d commits of the one bbolt writer", br.writes, br.commits)},
+		{Key: "makespan_written_mb", Value: float64(br.written) / (1 << 20), Unit: "MB",
+			Note: "bytes of pages the store wrote meanwhile (bbolt's copy-on-write pages and a meta page a commit)"},
+		{Key: "makespan_model_cpu_s", Value: br.modelCPU.Seconds(), Unit: "s",
+			Note: fmt.Sprintf("CPU time of the fake model's process (%s) meanwhile, which shares the machine's cores with the bot as a real provider would not; it answered %d requests", o.makespanModel, br.requests)},
 	}, nil
-}
-
-// modelProcessEnv, set in the environment of loopbench (or its test binary), makes it serve
-// the makespan scenario's model instead of measuring: see serveModel.
-const modelProcessEnv = "LOOPBENCH_MAKESPAN_MODEL"
-
-// startModelProcess starts this executable again as the makespan model server, for runs of
-// steps steps at latency, and returns its base URL and a function that stops it.
-func startModelProcess(ctx context.Context, steps int, latency time.Duration) (url string, stop func() error, err error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", nil, fmt.Errorf("model process: %w", err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", modelProcessEnv, steps, latency))
-	var logs lockedBuffer
-	cmd.Stderr = &logs
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", nil, fmt.Errorf("model process: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, fmt.Errorf("model process: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("model process: %w", err)
-	}
-	exited := make(chan error, 1)
-	// The child serves until its stdin closes, which also happens when this process dies.
-	stop = func() error {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			exited <- err
-			return err
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			return errors.New("model process did not stop within 10s")
-		}
-	}
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, stdout) // so that Wait does not race the read
-		exited <- cmd.Wait()
-	}()
-	select {
-	case first, ok := <-line:
-		if ok && strings.HasPrefix(first, "http://") {
-			return first, stop, nil
-		}
-		stop()
-		return "", nil, fmt.Errorf("model process said %q, want its URL; its log:\n%s", first, logs.String())
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	cmd.Process.Kill()
-	stop()
-	return "", nil, errors.New("model process did not start within 30s")
-}
-
-// serveModel is the model process: spec is "steps,latency". It prints the server's base URL
-// on out, then serves until in closes. Each run's request says how far the run got (one
-// tool result per step done): it asks for a tool call until steps-1 are done, then answers.
-func serveModel(spec string, in io.Reader, out io.Writer) error {
-	stepsText, latencyText, ok := strings.Cut(spec, ",")
-	steps, err := strconv.Atoi(stepsText)
-	if !ok || err != nil || steps < 1 {
-		return fmt.Errorf("%s=%q: want steps,latency", modelProcessEnv, spec)
-	}
-	latency, err := time.ParseDuration(latencyText)
-	if err != nil {
-		return fmt.Errorf("%s=%q: %w", modelProcessEnv, spec, err)
-	}
-	srv := llmtest.New()
-	srv.SetFallback(llmtest.Delay(latency, llmtest.Func(func(r llmtest.Request) llmtest.Step {
-		done := 0
-		for _, m := range r.Messages {
-			if m.Role == "tool" {
-				done++
-			}
-		}
-		if done < steps-1 && len(r.Tools) > 0 {
-			return llmtest.ToolCalls(llmtest.Call("look", `{"n":`+strconv.Itoa(done)+`}`))
-		}
-		return llmtest.Text("done")
-	})))
-	if err := srv.Start(); err != nil {
-		return fmt.Errorf("start model server: %w", err)
-	}
-	defer srv.Close()
-	if _, err := fmt.Fprintln(out, srv.URL()); err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, in)
-	return err
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -251,10 +154,81 @@ func procStatusKB(path, name string) (int64, error) {
 	return 0, fmt.Errorf("%s: no %s line", path, name)
 }
 
+// burstFigures are what modelBurst measured.
+type burstFigures struct {
+	start    time.Time     // when the burst started
+	accepted time.Duration // how long the bots took to accept it
+	last     time.Time     // when the last run completed
+	// botCPU is the CPU time of this process from the start until the last answer was
+	// posted, and modelCPU the model process's meanwhile.
+	botCPU, modelCPU time.Duration
+	requests         int64 // the model was asked
+	// writes, commits and written are the store's writes, its commits and the bytes of
+	// pages it wrote meanwhile, when it counts them (writeCounter).
+	writes, commits, written int64
+}
+
+// writeCounter is a store that counts its writes (the bbolt store).
+type writeCounter interface {
+	WriteCounts() (writes, commits int64)
+	BytesWritten() int64
+}
+
+// countWrites returns what db has counted, zeros when it counts nothing.
+func countWrites(db bot.Store) (writes, commits, written int64) {
+	wc, ok := db.(writeCounter)
+	if !ok {
+		return 0, 0, 0
+	}
+	writes, commits = wc.WriteCounts()
+	return writes, commits, wc.BytesWritten()
+}
+
+// modelBurst runs burst against model, and fails unless the model was asked each step of
+// each run once.
+func modelBurst(ctx context.Context, o options, model *modelProcess, bots []*bot.Bot, plat *answerWatch, db bot.Store) (burstFigures, error) {
+	var f burstFigures
+	modelBefore, err := model.stats(ctx)
+	if err != nil {
+		return f, err
+	}
+	cpuBefore, err := processCPU()
+	if err != nil {
+		return f, err
+	}
+	writes, commits, written := countWrites(db)
+	region := trace.StartRegion(ctx, "makespan burst")
+	var cpuAfter time.Duration
+	var cpuErr error
+	f.start, f.accepted, f.last, err = burst(ctx, o, bots, plat, db, func() {
+		cpuAfter, cpuErr = processCPU()
+		w, c, b := countWrites(db)
+		f.writes, f.commits, f.written = w-writes, c-commits, b-written
+	})
+	region.End()
+	if err != nil {
+		return f, err
+	}
+	if cpuErr != nil {
+		return f, cpuErr
+	}
+	modelAfter, err := model.stats(ctx)
+	if err != nil {
+		return f, err
+	}
+	if err := checkModelRequests(modelBefore, modelAfter, o.makespanRuns, o.makespanSteps); err != nil {
+		return f, err
+	}
+	f.botCPU = cpuAfter - cpuBefore
+	f.modelCPU = time.Duration((modelAfter.CPUSeconds - modelBefore.CPUSeconds) * float64(time.Second))
+	f.requests = modelAfter.Requests - modelBefore.Requests
+	return f, nil
+}
+
 // burst sends o.makespanRuns mentions at once, spread over bots in turn, waits for every
-// answer on plat, and reads from db when the last run completed. It returns when the burst
+// answer on plat, calls answered, and reads from db when the last run completed. It returns when the burst
 // started, how long the bots took to accept it, and that last completion.
-func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, db bot.Store) (start time.Time, accepted time.Duration, last time.Time, err error) {
+func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, db bot.Store, answered func()) (start time.Time, accepted time.Duration, last time.Time, err error) {
 	steps := o.makespanSteps
 	// The mentions arrive as a burst, each in its own channel, handled concurrently as
 	// adapters do; one channel would make the outbox's pacing of that channel the bottleneck.
@@ -291,6 +265,7 @@ func burst(ctx context.Context, o options, bots []*bot.Bot, plat *answerWatch, d
 			return start, accepted, last, fmt.Errorf("%d of %d answers posted: %w", n, o.makespanRuns, context.Cause(waitCtx))
 		}
 	}
+	answered()
 	err = db.View(ctx, func(tx bot.Tx) error {
 		runs, err := tx.Runs(bot.RunFilter{})
 		if err != nil {

@@ -30,11 +30,11 @@ func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
 		return nil, nil
 	}
 	steps := o.makespanSteps
-	modelURL, stopModel, err := startModelProcess(ctx, steps, o.makespanLatency)
+	model, err := startModelProcess(ctx, o.makespanModel, steps, o.makespanLatency)
 	if err != nil {
 		return nil, err
 	}
-	defer stopModel()
+	defer model.stop()
 
 	plat := &answerWatch{answered: make(chan struct{}, o.makespanRuns)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -49,7 +49,7 @@ func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
 		if first == nil {
 			first = db
 		}
-		client, err := llm.New(llm.Config{BaseURL: modelURL, Model: "m", MaxRetries: -1})
+		client, err := llm.New(llm.Config{BaseURL: model.url, Model: "m", MaxRetries: -1})
 		if err != nil {
 			return nil, fmt.Errorf("model client: %w", err)
 		}
@@ -71,15 +71,15 @@ func makespanReplicas(ctx context.Context, o options) ([]figure, error) {
 		bots = append(bots, b)
 	}
 
-	start, accepted, last, err := burst(ctx, o, bots, plat, first)
+	br, err := modelBurst(ctx, o, model, bots, plat, first)
 	if err != nil {
 		return nil, err
 	}
-	wall := last.Sub(start)
+	wall := br.last.Sub(br.start)
 	ideal := time.Duration(steps) * o.makespanLatency
 	return []figure{{
 		Key: "makespan_ratio_replicas", Value: wall.Seconds() / ideal.Seconds(), Unit: "ratio",
 		Note: fmt.Sprintf("as makespan_ratio, on %d replicas in this process sharing PostgreSQL at %s (a pool each): %d runs accepted in %s, last completed after %s, ideal %s",
-			o.replicas, first.URL(), o.makespanRuns, accepted.Round(time.Millisecond), wall.Round(time.Millisecond), ideal),
+			o.replicas, first.URL(), o.makespanRuns, br.accepted.Round(time.Millisecond), wall.Round(time.Millisecond), ideal),
 	}}, nil
 }

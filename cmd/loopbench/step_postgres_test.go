@@ -23,3 +23,14 @@ func TestStepPostgres(t *testing.T) {
 		t.Errorf("checkpoint_bytes_per_step_postgres = %v, want some bytes, less than 64 KiB", b)
 	}
 }
+
+// TestMakespanReplicasRunsSmall runs the makespan burst on two replicas sharing a database of
+// the test cluster: every run completes, the model is asked each step once, and the ratio is
+// reported.
+func TestMakespanReplicasRunsSmall(t *testing.T) {
+	url := pgtest.URL(t)
+	got := figuresOf(t, "-scenarios=makespan-replicas", "-replicas=2", "-makespan-runs=6", "-makespan-steps=2", "-makespan-latency=1ms", "-database-url="+url)
+	if r := got["makespan_ratio_replicas"]; r < 1 {
+		t.Errorf("makespan_ratio_replicas = %v, want at least 1", r)
+	}
+}

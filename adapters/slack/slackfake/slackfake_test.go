@@ -253,3 +253,43 @@ func TestSign(t *testing.T) {
 		t.Error("accepted with another body")
 	}
 }
+
+// TestWaitAcks: WaitAcks returns once that many acks were read, not before, and gives up
+// with its context.
+func TestWaitAcks(t *testing.T) {
+	s := newServer(t)
+	a := dial(t, s)
+	for _, id := range []string{"env-1", "env-2"} {
+		if err := s.Send("events_api", id, MentionCallback("Ev"+id, "C1", "1.000100", "", "<@UBOT> go")); err != nil {
+			t.Fatal(err)
+		}
+		a.read()
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.WaitAcks(ctxT(t), 2) }()
+	if err := s.Wait(ctxT(t), func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.ackWaits) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	a.ack("env-1")
+	if _, err := s.WaitAck(ctxT(t), "env-1"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	waiting := len(s.ackWaits)
+	s.mu.Unlock()
+	if waiting != 1 {
+		t.Fatal("WaitAcks(2) was let go after one ack")
+	}
+	a.ack("env-2")
+	if err := <-done; err != nil {
+		t.Fatalf("WaitAcks(2) after two acks: %v", err)
+	}
+	if err := s.WaitAcks(ctxT(t), 1); err != nil {
+		t.Errorf("WaitAcks(1) with two read: %v", err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := s.WaitAcks(ctx, 3); err == nil {
+		t.Error("WaitAcks(3) with its context ended returned nil")
+	}
+}

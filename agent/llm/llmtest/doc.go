@@ -22,6 +22,11 @@
 // contents and tool-call arguments, so a test can also reason about context size through
 // the usage the client reports.
 //
+// Lean is a server for load benchmarks, where the fake shares the machine with the bot it
+// measures: it keeps no request and decodes none into values, but reads each body once as a
+// stream of JSON tokens, counting the messages, tool results and tools an answer depends on,
+// and answers non-streamed completions with a tool call or a text after a fixed latency.
+//
 // The package does not import testing, so the loopbot binary can serve it in demo mode;
 // NewTest is the convenience for tests.
 package llmtest

@@ -31,6 +31,21 @@ func post(t *testing.T, ctx context.Context, url, body string) *http.Response {
 	return resp
 }
 
+// send sends a request with body and returns the response.
+func send(t *testing.T, method, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 const chatBody = `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"list the files please"}]}`
 const streamBody = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"list the files please"}]}`
 
@@ -413,15 +428,7 @@ func TestRejectsOtherRequests(t *testing.T) {
 	base := strings.TrimSuffix(srv.URL(), "/v1")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequest(tt.method, base+tt.path, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			resp := send(t, tt.method, base+tt.path, tt.body)
 			if resp.StatusCode != tt.want {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
 			}
