@@ -17,7 +17,7 @@
 // writable, bubblewrap sizes /tmp, and the workspace's disk use is measured while a command
 // runs. A limit hit is a tool error wrapping ErrLimit and naming the config key.
 //
-// MCP servers, reached over stdio or streamable HTTP with internal/mcpclient, are supervised by
+// MCP servers, reached over stdio or streamable HTTP with the official SDK, are supervised by
 // a Manager: one that fails to start or dies is logged and restarted with backoff, and its
 // tools, named <server>__<tool>, answer with a clear error while it is down. A server may
 // sample the model given with WithSamplingModel during a call of its tools (mcp_sampling.go:

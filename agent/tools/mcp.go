@@ -13,13 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/internal/mcpclient"
 )
 
 var _ agent.Tool = (*MCPTool)(nil)
@@ -72,7 +71,7 @@ func NewManager(cfg MCPConfig, logger *slog.Logger, opts ...MCPOption) *Manager 
 			tools: map[string]*MCPTool{},
 			calls: map[*mcpCall]struct{}{},
 			ready: make(chan struct{}),
-			poke:  make(chan *mcpclient.Session, 1),
+			poke:  make(chan struct{}, 1),
 		})
 	}
 	return m
@@ -216,14 +215,17 @@ func (m *Manager) changed(s *mcpServer, up bool) {
 
 // connect starts or reaches the server, lists its tools and makes the session current.
 func (m *Manager) connect(ctx context.Context, s *mcpServer) error {
+	transport, err := m.transport(s.cfg)
+	if err != nil {
+		return err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "loopbot", Version: "1"}, m.clientOptions(s))
 	cctx, cancel := context.WithTimeout(ctx, durationOr(m.cfg.StartTimeout, defaultStartTimeout))
 	defer cancel()
-	var current atomic.Pointer[mcpclient.Session]
-	session, err := m.dial(cctx, s.cfg, m.clientOptions(s, &current))
+	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	current.Store(session)
 	listed, err := listTools(cctx, session)
 	if err != nil {
 		session.Close()
@@ -239,13 +241,20 @@ func (m *Manager) connect(ctx context.Context, s *mcpServer) error {
 }
 
 // listTools lists every tool the server offers, page after page.
-func listTools(ctx context.Context, session *mcpclient.Session) ([]mcpclient.Tool, error) {
-	return session.ListTools(ctx)
+func listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var listed []*mcp.Tool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		listed = append(listed, t)
+	}
+	return listed, nil
 }
 
-// dial starts or reaches a server and makes the handshake. A stdio server gets a minimal
-// environment plus its configured variables, never the bot's own, which holds its secrets.
-func (m *Manager) dial(ctx context.Context, sc MCPServerConfig, opts mcpclient.Options) (*mcpclient.Session, error) {
+// transport builds the way to reach a server. A stdio server gets a minimal environment
+// plus its configured variables, never the bot's own, which holds its secrets.
+func (m *Manager) transport(sc MCPServerConfig) (mcp.Transport, error) {
 	if sc.Command != "" {
 		cmd := exec.Command(sc.Command, sc.Args...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8"}
@@ -253,14 +262,14 @@ func (m *Manager) dial(ctx context.Context, sc MCPServerConfig, opts mcpclient.O
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &logWriter{log: m.log.With("mcp_server", sc.Name)}
-		return mcpclient.ConnectCommand(ctx, cmd, 2*time.Second, opts)
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 	}
 	client := &http.Client{Transport: &headerTransport{headers: sc.Headers, base: newMCPHTTPTransport()}}
-	return mcpclient.ConnectHTTP(ctx, sc.URL, client, opts)
+	return &mcp.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: client, MaxRetries: 1}, nil
 }
 
 // addTool registers or refreshes one listed tool; s.mu is held.
-func (m *Manager) addTool(s *mcpServer, t mcpclient.Tool) {
+func (m *Manager) addTool(s *mcpServer, t *mcp.Tool) {
 	log := m.log.With("mcp_server", s.cfg.Name, "tool", t.Name)
 	if len(s.cfg.Allow) > 0 && !slices.Contains(s.cfg.Allow, t.Name) || slices.Contains(s.cfg.Deny, t.Name) {
 		return
@@ -314,7 +323,7 @@ func mcpToolName(server, tool string) string {
 // toolSchema turns a server's input schema into the parameters the model sees, checking
 // that it compiles, since one bad schema must not stop the agent from starting.
 func toolSchema(in any) (json.RawMessage, error) {
-	if raw, ok := in.(json.RawMessage); in == nil || ok && (len(raw) == 0 || string(raw) == "null") {
+	if in == nil {
 		return json.RawMessage(`{"type":"object"}`), nil
 	}
 	raw, err := json.Marshal(in)
@@ -334,18 +343,18 @@ func toolSchema(in any) (json.RawMessage, error) {
 // mcpServer is one supervised server and the tools it has offered.
 type mcpServer struct {
 	cfg   MCPServerConfig
-	ready chan struct{}           // closed after the first connection attempt
-	poke  chan *mcpclient.Session // a call saw the connection of this session fail
+	ready chan struct{} // closed after the first connection attempt
+	poke  chan struct{} // a call saw the connection fail
 
 	mu      sync.Mutex
-	session *mcpclient.Session // nil while down
+	session *mcp.ClientSession // nil while down
 	lastErr error
 	tools   map[string]*MCPTool
 	calls   map[*mcpCall]struct{} // the tool calls in flight
 	seq     uint64                // numbers the calls, oldest first
 }
 
-func (s *mcpServer) current() (*mcpclient.Session, error) {
+func (s *mcpServer) current() (*mcp.ClientSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session == nil {
@@ -373,21 +382,16 @@ func (s *mcpServer) wait(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- session.Wait() }()
 	var err error
-	for err == nil {
-		select {
-		case err = <-done:
-			if err == nil {
-				err = errors.New("the server closed the connection")
-			}
-			return err
-		case broken := <-s.poke:
-			// A call on an earlier session may report late; only this one's matter.
-			if broken == session {
-				err = errors.New("a call found the connection broken")
-			}
-		case <-ctx.Done():
-			err = ctx.Err()
+	select {
+	case err = <-done:
+		if err == nil {
+			err = errors.New("the server closed the connection")
 		}
+		return err
+	case <-s.poke:
+		err = errors.New("a call found the connection broken")
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	session.Close()
 	<-done
@@ -450,19 +454,19 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 		return "", fmt.Errorf("MCP server %s is down (%v); its tools are unavailable until it restarts", t.srv.cfg.Name, down)
 	}
 	call, done := t.srv.begin(ctx, inv, t.remote)
-	var meta map[string]any
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: inv.Args}
 	if key := idempotencyKey(inv); key != "" {
-		meta = map[string]any{metaIdempotencyKey: key}
+		params.Meta = mcp.Meta{metaIdempotencyKey: key}
 	}
-	res, err := session.CallTool(ctx, t.remote, inv.Args, meta)
+	res, err := session.CallTool(ctx, params)
 	done()
 	// What the server's sampling spent counts against the run's budget, however the call
 	// ended.
 	agent.ReportUsage(ctx, call.spent())
 	if err != nil {
-		if errors.Is(err, mcpclient.ErrConnectionClosed) || errors.Is(err, mcpclient.ErrSessionMissing) {
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 			select {
-			case t.srv.poke <- session:
+			case t.srv.poke <- struct{}{}:
 			default:
 			}
 		}
@@ -481,30 +485,29 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 	return note + wrapUntrusted("mcp://"+t.srv.cfg.Name+"/"+t.remote, "MCP tool result", text), nil
 }
 
-func resultText(res *mcpclient.CallToolResult) string {
+func resultText(res *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
-		switch c.Type {
-		case "text":
+		switch c := c.(type) {
+		case *mcp.TextContent:
 			parts = append(parts, c.Text)
-		case "image":
-			parts = append(parts, fmt.Sprintf("[image, %s, %d bytes]", c.MIMEType, c.DataLen()))
-		case "audio":
-			parts = append(parts, fmt.Sprintf("[audio, %s, %d bytes]", c.MIMEType, c.DataLen()))
-		case "resource":
+		case *mcp.ImageContent:
+			parts = append(parts, fmt.Sprintf("[image, %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio, %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *mcp.EmbeddedResource:
 			if c.Resource != nil && c.Resource.Text != "" {
 				parts = append(parts, c.Resource.Text)
 			} else if c.Resource != nil {
 				parts = append(parts, "[resource "+c.Resource.URI+"]")
 			}
-		case "resource_link":
+		case *mcp.ResourceLink:
 			parts = append(parts, "[resource link "+c.URI+"]")
 		}
 	}
-	if len(parts) == 0 && len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null" {
-		var b bytes.Buffer
-		if json.Compact(&b, res.StructuredContent) == nil {
-			parts = append(parts, b.String())
+	if len(parts) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			parts = append(parts, string(b))
 		}
 	}
 	return strings.Join(parts, "\n")

@@ -10,8 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/internal/mcpclient"
 )
 
 // An MCP server may ask for input from the user in the middle of a tool call (elicitation,
@@ -227,7 +228,7 @@ func (f formField) value(text string) (any, error) {
 
 // elicit relays a server's form to the thread of the run whose call is in flight, and
 // returns what the person answered, declined or left unanswered.
-func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitParams) (*mcpclient.ElicitResult, error) {
+func (m *Manager) elicit(ctx context.Context, s *mcpServer, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	log := m.log.With("mcp_server", s.cfg.Name)
 	call, _ := s.inFlight()
 	if call == nil {
@@ -235,13 +236,14 @@ func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitP
 		return nil, errNoCall
 	}
 	log = log.With("run_id", call.runID, "call_id", call.callID, "tool", call.tool)
+	p := req.Params
 	if p == nil {
-		p = &mcpclient.ElicitParams{}
+		p = &mcp.ElicitParams{}
 	}
-	decline := func(why string, outcome string) (*mcpclient.ElicitResult, error) {
+	decline := func(why string, outcome string) (*mcp.ElicitResult, error) {
 		log.Info("mcp elicitation declined", "why", why, "message", truncate(p.Message, 200))
 		call.elicited(outcome)
-		return &mcpclient.ElicitResult{Action: "decline"}, nil
+		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
 	if p.Mode == "url" || p.URL != "" {
 		// Only form mode is advertised: loopbot sends people to no server's address.
@@ -271,7 +273,7 @@ func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitP
 			case err != nil:
 				log.Warn("mcp elicitation not relayed", "err", err)
 				call.elicited("not relayed (" + err.Error() + ")")
-				return &mcpclient.ElicitResult{Action: "cancel"}, nil
+				return &mcp.ElicitResult{Action: "cancel"}, nil
 			}
 			switch a.Kind {
 			case agent.AnswerSkipped:
@@ -280,11 +282,11 @@ func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitP
 			case agent.AnswerDeclined:
 				log.Info("mcp elicitation declined by the user", "by", a.By)
 				call.elicited("declined by " + a.By)
-				return &mcpclient.ElicitResult{Action: "decline"}, nil
+				return &mcp.ElicitResult{Action: "decline"}, nil
 			case agent.AnswerCancelled:
 				log.Info("mcp elicitation cancelled: not answered")
 				call.elicited("not answered")
-				return &mcpclient.ElicitResult{Action: "cancel"}, nil
+				return &mcp.ElicitResult{Action: "cancel"}, nil
 			}
 			by = a.By
 			val, err := f.value(a.Text)
@@ -294,7 +296,7 @@ func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitP
 			}
 			if err != nil {
 				call.elicited("not answered (" + err.Error() + ")")
-				return &mcpclient.ElicitResult{Action: "cancel"}, nil
+				return &mcp.ElicitResult{Action: "cancel"}, nil
 			}
 			v = val
 		}
@@ -304,7 +306,7 @@ func (m *Manager) elicit(ctx context.Context, s *mcpServer, p *mcpclient.ElicitP
 	}
 	log.Info("mcp elicitation answered", "by", by, "fields", len(content))
 	call.elicited("answered by " + by)
-	return &mcpclient.ElicitResult{Action: "accept", Content: content}, nil
+	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 }
 
 // skippedField marks an optional field the person skipped.

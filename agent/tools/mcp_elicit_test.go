@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/internal/mcpclient"
 )
 
 // TestFormFields reads requested schemas as the MCP specification writes them (string,
@@ -94,7 +95,7 @@ func TestMCPElicitationURLModeDeclined(t *testing.T) {
 	s := &mcpServer{cfg: MCPServerConfig{Name: "u"}, calls: map[*mcpCall]struct{}{}}
 	call, done := s.begin(t.Context(), agent.Invocation{RunID: "r1", CallID: "c1"}, "t")
 	defer done()
-	res, err := m.elicit(t.Context(), s, &mcpclient.ElicitParams{Mode: "url", URL: "https://evil.example/login", Message: "sign in"})
+	res, err := m.elicit(t.Context(), s, &mcp.ElicitRequest{Params: &mcp.ElicitParams{Mode: "url", URL: "https://evil.example/login", Message: "sign in"}})
 	if err != nil || res.Action != "decline" {
 		t.Errorf("url elicitation = %+v, %v; want a decline", res, err)
 	}

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/internal/mcpclient"
 )
 
 const (
@@ -34,28 +34,33 @@ func WithSamplingModel(model agent.Model) MCPOption {
 	return func(m *Manager) { m.sampler = model }
 }
 
-// clientOptions wires the handlers for the requests a server may send to loopbot, which
-// are the capabilities it advertises: sampling when it has a model for it, and elicitation
-// in form mode, which it relays to the run's thread (mcp_elicit.go). Roots are not offered.
-// current is the session the options are for, once the handshake is done.
-func (m *Manager) clientOptions(s *mcpServer, current *atomic.Pointer[mcpclient.Session]) mcpclient.Options {
-	opts := mcpclient.Options{
-		Name: "loopbot", Version: "1",
-		Elicit: func(ctx context.Context, p *mcpclient.ElicitParams) (*mcpclient.ElicitResult, error) {
-			return m.elicit(ctx, s, p)
+// capabilities are the client capabilities loopbot advertises: sampling when it has a model
+// for it, and elicitation in form mode, which it relays to the run's thread (mcp_elicit.go).
+// Roots, which the SDK would advertise by default, are not offered.
+func (m *Manager) capabilities() *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
+	if m.sampler != nil {
+		caps.Sampling = &mcp.SamplingCapabilities{}
+	}
+	return caps
+}
+
+// clientOptions wires the handlers for the requests a server may send to loopbot.
+func (m *Manager) clientOptions(s *mcpServer) *mcp.ClientOptions {
+	opts := &mcp.ClientOptions{
+		Capabilities: m.capabilities(),
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return m.elicit(ctx, s, req)
 		},
 		// The notification arrives on the session's read loop, which the listing needs: it
-		// runs on its own, for as long as the manager lives. One that comes during the
-		// handshake is covered by the listing that follows it.
-		ToolsChanged: func() {
-			if session := current.Load(); session != nil {
-				go m.relist(m.life, s, session)
-			}
+		// runs on its own, for as long as the manager lives.
+		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
+			go m.relist(m.life, s, req.Session)
 		},
 	}
 	if m.sampler != nil {
-		opts.Sample = func(ctx context.Context, p *mcpclient.CreateMessageParams) (*mcpclient.CreateMessageResult, error) {
-			return m.sample(ctx, s, p)
+		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return m.sample(ctx, s, req)
 		}
 	}
 	return opts
@@ -134,7 +139,7 @@ var errNoCall = errors.New("loopbot serves sampling and elicitation only during 
 // sample answers a server's sampling request with the sampling model. The server's
 // messages are its own content: the model gets them with no tools, and its reply goes back
 // to the server only. Every request is logged with the run it is charged to.
-func (m *Manager) sample(ctx context.Context, s *mcpServer, p *mcpclient.CreateMessageParams) (*mcpclient.CreateMessageResult, error) {
+func (m *Manager) sample(ctx context.Context, s *mcpServer, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 	log := m.log.With("mcp_server", s.cfg.Name)
 	call, n := s.inFlight()
 	if call == nil {
@@ -154,7 +159,7 @@ func (m *Manager) sample(ctx context.Context, s *mcpServer, p *mcpclient.CreateM
 	call.samples++
 	call.mu.Unlock()
 
-	areq, err := samplingRequest(p)
+	areq, err := samplingRequest(req.Params)
 	if err != nil {
 		log.Warn("mcp sampling refused", "err", err)
 		return nil, err
@@ -177,8 +182,8 @@ func (m *Manager) sample(ctx context.Context, s *mcpServer, p *mcpclient.CreateM
 	case "length":
 		stop = "maxTokens"
 	}
-	return &mcpclient.CreateMessageResult{
-		Content:    mcpclient.Content{Type: "text", Text: reply.Message.Content},
+	return &mcp.CreateMessageResult{
+		Content:    &mcp.TextContent{Text: reply.Message.Content},
 		Model:      "loopbot",
 		Role:       "assistant",
 		StopReason: stop,
@@ -187,7 +192,7 @@ func (m *Manager) sample(ctx context.Context, s *mcpServer, p *mcpclient.CreateM
 
 // samplingRequest turns a server's sampling parameters into a model request without tools.
 // Only text reaches the model; images and audio are named, not sent.
-func samplingRequest(p *mcpclient.CreateMessageParams) (agent.Request, error) {
+func samplingRequest(p *mcp.CreateMessageParams) (agent.Request, error) {
 	if p == nil || len(p.Messages) == 0 {
 		return agent.Request{}, errors.New("a sampling request needs at least one message")
 	}
@@ -209,15 +214,15 @@ func samplingRequest(p *mcpclient.CreateMessageParams) (agent.Request, error) {
 			return agent.Request{}, fmt.Errorf("unknown sampling message role %q", msg.Role)
 		}
 		var text string
-		switch c := msg.Content; c.Type {
-		case "text":
+		switch c := msg.Content.(type) {
+		case *mcp.TextContent:
 			text = c.Text
-		case "image":
+		case *mcp.ImageContent:
 			text = "[image, " + c.MIMEType + ", not shown]"
-		case "audio":
+		case *mcp.AudioContent:
 			text = "[audio, " + c.MIMEType + ", not shown]"
 		default:
-			return agent.Request{}, fmt.Errorf("unsupported sampling content %q", c.Type)
+			return agent.Request{}, fmt.Errorf("unsupported sampling content %T", msg.Content)
 		}
 		req.Messages = append(req.Messages, agent.Message{Role: role, Content: text})
 	}
@@ -237,7 +242,7 @@ func truncate(s string, n int) string {
 
 // relist refreshes a server's tools when it says they changed; servers such as the
 // reference "everything" server add tools only after the handshake.
-func (m *Manager) relist(ctx context.Context, s *mcpServer, session *mcpclient.Session) {
+func (m *Manager) relist(ctx context.Context, s *mcpServer, session *mcp.ClientSession) {
 	ctx, cancel := context.WithTimeout(ctx, durationOr(m.cfg.StartTimeout, defaultStartTimeout))
 	defer cancel()
 	listed, err := listTools(ctx, session)

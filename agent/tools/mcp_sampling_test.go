@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/internal/mcpclient"
 )
 
 // fakeModel answers every request with the same text and usage, and keeps the requests.
@@ -261,11 +260,11 @@ func TestMCPRequestsRefusedWithoutCall(t *testing.T) {
 	model := &fakeModel{}
 	m := NewManager(MCPConfig{}, quietLogger(), WithSamplingModel(model))
 	s := &mcpServer{cfg: MCPServerConfig{Name: "idle"}, calls: map[*mcpCall]struct{}{}}
-	params := &mcpclient.CreateMessageParams{Messages: []*mcpclient.SamplingMessage{{Role: "user", Content: mcpclient.Content{Type: "text", Text: "hi"}}}}
-	if _, err := m.sample(t.Context(), s, params); !errors.Is(err, errNoCall) {
+	params := &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}
+	if _, err := m.sample(t.Context(), s, &mcp.CreateMessageRequest{Params: params}); !errors.Is(err, errNoCall) {
 		t.Errorf("sample without a call = %v, want errNoCall", err)
 	}
-	if _, err := m.elicit(t.Context(), s, &mcpclient.ElicitParams{Message: "?"}); !errors.Is(err, errNoCall) {
+	if _, err := m.elicit(t.Context(), s, &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "?"}}); !errors.Is(err, errNoCall) {
 		t.Errorf("elicit without a call = %v, want errNoCall", err)
 	}
 	if n := len(model.requests()); n != 0 {
@@ -274,24 +273,22 @@ func TestMCPRequestsRefusedWithoutCall(t *testing.T) {
 }
 
 func TestSamplingRequest(t *testing.T) {
-	msg := func(role string, c mcpclient.Content) *mcpclient.SamplingMessage {
-		return &mcpclient.SamplingMessage{Role: role, Content: c}
+	msg := func(role string, c mcp.Content) *mcp.SamplingMessage {
+		return &mcp.SamplingMessage{Role: mcp.Role(role), Content: c}
 	}
-	text := func(s string) mcpclient.Content { return mcpclient.Content{Type: "text", Text: s} }
 	tests := []struct {
 		name    string
-		params  *mcpclient.CreateMessageParams
+		params  *mcp.CreateMessageParams
 		wantErr bool
 		want    string
 		max     int
 	}{
-		{"empty", &mcpclient.CreateMessageParams{}, true, "", 0},
-		{"bad role", &mcpclient.CreateMessageParams{Messages: []*mcpclient.SamplingMessage{msg("system", text("x"))}}, true, "", 0},
-		{"image named", &mcpclient.CreateMessageParams{MaxTokens: 50, Messages: []*mcpclient.SamplingMessage{
-			msg("user", text("look")), msg("assistant", mcpclient.Content{Type: "image", MIMEType: "image/png", Data: "AQ=="}),
+		{"empty", &mcp.CreateMessageParams{}, true, "", 0},
+		{"bad role", &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{msg("system", &mcp.TextContent{Text: "x"})}}, true, "", 0},
+		{"image named", &mcp.CreateMessageParams{MaxTokens: 50, Messages: []*mcp.SamplingMessage{
+			msg("user", &mcp.TextContent{Text: "look"}), msg("assistant", &mcp.ImageContent{MIMEType: "image/png", Data: []byte{1}}),
 		}}, false, "user:look|assistant:[image, image/png, not shown]", 50},
-		{"tool use refused", &mcpclient.CreateMessageParams{Messages: []*mcpclient.SamplingMessage{msg("user", mcpclient.Content{Type: "tool_use"})}}, true, "", 0},
-		{"no max takes the cap", &mcpclient.CreateMessageParams{Messages: []*mcpclient.SamplingMessage{msg("user", text("a"))}}, false, "user:a", maxSampleTokens},
+		{"no max takes the cap", &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{msg("user", &mcp.TextContent{Text: "a"})}}, false, "user:a", maxSampleTokens},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,7 +318,7 @@ func FuzzSamplingRequest(f *testing.F) {
 	f.Add(`{"messages":[{"role":"user","content":{"type":"tool_use","id":"1","name":"x","input":{}}}],"maxTokens":99999999}`)
 	f.Add(`{"messages":[null]}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		var p mcpclient.CreateMessageParams
+		var p mcp.CreateMessageParams
 		if json.Unmarshal([]byte(raw), &p) != nil {
 			return
 		}

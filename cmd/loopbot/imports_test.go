@@ -51,12 +51,6 @@ var notInTheBinary = map[string]string{
 	"github.com/prometheus/client_golang": "it brings the protobuf runtime",
 	// Its init builds the metrics' descriptions at every start; promruntime.go reads GOGC.
 	"runtime/metrics": "its init runs at every start for one figure",
-	// The MCP SDK holds client and server in one package and brings encoding/gob (the
-	// server's cursors) and a JSON library of its own: 1.3 MB of the idle resident set.
-	// internal/mcpclient is loopbot's client; the tests still use the SDK's server.
-	"github.com/modelcontextprotocol/go-sdk": "client and server in one package, with gob and a JSON library of its own",
-	"encoding/gob":                           "only the MCP SDK's server used it",
-	"github.com/segmentio/encoding":          "only the MCP SDK used it",
 }
 
 // agentMayReach lists what package agent may depend on besides the standard library.
