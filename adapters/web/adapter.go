@@ -194,11 +194,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new web console: %w", err)
 	}
-	page, err := static.ReadFile("static/index.html")
-	if err != nil {
-		return nil, fmt.Errorf("new web console: %w", err)
-	}
-	index, err := parseIndexPage(string(page))
+	index, err := parseIndexPage(indexHTML)
 	if err != nil {
 		return nil, fmt.Errorf("new web console: parse index page: %w", err)
 	}

@@ -2,7 +2,7 @@ package web
 
 import (
 	"context"
-	"embed"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +18,16 @@ import (
 	"github.com/loopbot/loopbot/bot/text"
 )
 
-//go:embed static
-var static embed.FS
+// The console's files, embedded as strings: they are written to responses as they lie in
+// the binary, with no copy on the heap (embed.FS's ReadFile copies each file).
+var (
+	//go:embed static/index.html
+	indexHTML string
+	//go:embed static/app.js
+	appJS string
+	//go:embed static/app.css
+	appCSS string
+)
 
 // maxBody bounds a POST body: a goal or a reply is a few kilobytes at most.
 const maxBody = 64 << 10
@@ -95,8 +103,8 @@ func (a *Adapter) Serve(ctx context.Context, ln net.Listener, h bot.Handler) err
 func (a *Adapter) HTTPHandler(h bot.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.serveIndex)
-	mux.HandleFunc("GET /app.js", serveStatic("static/app.js", "text/javascript; charset=utf-8"))
-	mux.HandleFunc("GET /app.css", serveStatic("static/app.css", "text/css; charset=utf-8"))
+	mux.HandleFunc("GET /app.js", serveStatic(appJS, "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /app.css", serveStatic(appCSS, "text/css; charset=utf-8"))
 	mux.HandleFunc("GET /api/threads", a.serveThreads)
 	mux.HandleFunc("GET /api/threads/{id}", a.serveThread)
 	mux.HandleFunc("GET /api/events", a.serveEvents)
@@ -179,15 +187,11 @@ func (a *Adapter) serveIndex(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, page)
 }
 
-func serveStatic(name, contentType string) http.HandlerFunc {
-	data, err := static.ReadFile(name)
-	if err != nil {
-		panic(fmt.Sprintf("web console: embedded %s is missing: %v", name, err))
-	}
+func serveStatic(data, contentType string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", contentType)
 		w.Header().Set("Cache-Control", "no-cache")
-		w.Write(data)
+		io.WriteString(w, data)
 	}
 }
 

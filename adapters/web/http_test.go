@@ -140,8 +140,7 @@ func TestPagesAndHeaders(t *testing.T) {
 			t.Errorf("GET %s: no nosniff", tt.path)
 		}
 	}
-	page, _ := static.ReadFile("static/index.html")
-	if p := string(page); strings.Contains(p, "<script>") || strings.Contains(p, " style=") || strings.Contains(p, " onclick=") {
+	if p := indexHTML; strings.Contains(p, "<script>") || strings.Contains(p, " style=") || strings.Contains(p, " onclick=") {
 		t.Error("index.html has inline script or style")
 	}
 	for _, path := range []string{"/index.html", "/static/app.js", "/healthz"} {

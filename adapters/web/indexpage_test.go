@@ -10,12 +10,9 @@ import (
 // which the console used before: the same bytes for no banner, either banner, both, and
 // text that needs escaping.
 func TestIndexPageMatchesHTMLTemplate(t *testing.T) {
-	raw, err := static.ReadFile("static/index.html")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := template.Must(template.New("index").Parse(string(raw)))
-	page, err := parseIndexPage(string(raw))
+	raw := indexHTML
+	want := template.Must(template.New("index").Parse(raw))
+	page, err := parseIndexPage(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

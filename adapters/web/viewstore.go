@@ -67,8 +67,10 @@ const (
 type shared struct {
 	notes bot.Notifier // nil: the store does not notify
 	poll  <-chan time.Time
-	stop  context.CancelFunc
-	done  chan struct{}
+	// ticker makes poll when no poll was given; follow stops it as it ends.
+	ticker *time.Ticker
+	stop   context.CancelFunc
+	done   chan struct{}
 	// reads counts the reads of the store, for tests of the notifications.
 	reads int64
 }
@@ -89,9 +91,8 @@ func (a *Adapter) openShared(poll <-chan time.Time) error {
 	fctx, stop := context.WithCancel(context.Background())
 	a.sh = &shared{notes: n, poll: poll, stop: stop, done: make(chan struct{})}
 	if poll == nil {
-		t := time.NewTicker(DefaultViewPoll)
-		a.sh.poll = t.C
-		go func() { <-fctx.Done(); t.Stop() }()
+		a.sh.ticker = time.NewTicker(DefaultViewPoll)
+		a.sh.poll = a.sh.ticker.C
 	}
 	go a.follow(fctx)
 	return nil
@@ -146,6 +147,9 @@ func (a *Adapter) closeShared() {
 // until ctx ends.
 func (a *Adapter) follow(ctx context.Context) {
 	defer close(a.sh.done)
+	if a.sh.ticker != nil {
+		defer a.sh.ticker.Stop()
+	}
 	var notes <-chan bot.Notification
 	if a.sh.notes != nil {
 		notes = a.sh.notes.Listen(ctx, bot.ChannelConsole)

@@ -3,6 +3,7 @@ package tools
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -65,20 +66,20 @@ type textWriter struct {
 }
 
 // skipped elements carry no readable text.
-var skipped = map[atom.Atom]bool{
-	atom.Head: true, atom.Script: true, atom.Style: true, atom.Noscript: true, atom.Template: true,
-	atom.Svg: true, atom.Math: true, atom.Iframe: true, atom.Object: true, atom.Canvas: true,
-	atom.Select: true, atom.Button: true,
+var skipped = []atom.Atom{
+	atom.Head, atom.Script, atom.Style, atom.Noscript, atom.Template,
+	atom.Svg, atom.Math, atom.Iframe, atom.Object, atom.Canvas,
+	atom.Select, atom.Button,
 }
 
 // blocks start on a line of their own.
-var blocks = map[atom.Atom]bool{
-	atom.P: true, atom.Div: true, atom.Br: true, atom.Li: true, atom.Ul: true, atom.Ol: true,
-	atom.H1: true, atom.H2: true, atom.H3: true, atom.H4: true, atom.H5: true, atom.H6: true,
-	atom.Tr: true, atom.Table: true, atom.Section: true, atom.Article: true, atom.Header: true,
-	atom.Footer: true, atom.Nav: true, atom.Main: true, atom.Aside: true, atom.Pre: true,
-	atom.Blockquote: true, atom.Hr: true, atom.Dl: true, atom.Dt: true, atom.Dd: true,
-	atom.Figure: true, atom.Figcaption: true, atom.Form: true, atom.Address: true,
+var blocks = []atom.Atom{
+	atom.P, atom.Div, atom.Br, atom.Li, atom.Ul, atom.Ol,
+	atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6,
+	atom.Tr, atom.Table, atom.Section, atom.Article, atom.Header,
+	atom.Footer, atom.Nav, atom.Main, atom.Aside, atom.Pre,
+	atom.Blockquote, atom.Hr, atom.Dl, atom.Dt, atom.Dd,
+	atom.Figure, atom.Figcaption, atom.Form, atom.Address,
 }
 
 func (w *textWriter) walk(n *html.Node) {
@@ -87,11 +88,11 @@ func (w *textWriter) walk(n *html.Node) {
 		w.text(n.Data)
 		return
 	case html.ElementNode:
-		if skipped[n.DataAtom] {
+		if slices.Contains(skipped, n.DataAtom) {
 			return
 		}
 	}
-	isBlock := n.Type == html.ElementNode && blocks[n.DataAtom]
+	isBlock := n.Type == html.ElementNode && slices.Contains(blocks, n.DataAtom)
 	if isBlock {
 		w.block()
 	}

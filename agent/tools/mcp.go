@@ -71,7 +71,7 @@ func NewManager(cfg MCPConfig, logger *slog.Logger, opts ...MCPOption) *Manager 
 			tools: map[string]*MCPTool{},
 			calls: map[*mcpCall]struct{}{},
 			ready: make(chan struct{}),
-			poke:  make(chan struct{}, 1),
+			poke:  make(chan *mcp.ClientSession, 1),
 		})
 	}
 	return m
@@ -343,8 +343,8 @@ func toolSchema(in any) (json.RawMessage, error) {
 // mcpServer is one supervised server and the tools it has offered.
 type mcpServer struct {
 	cfg   MCPServerConfig
-	ready chan struct{} // closed after the first connection attempt
-	poke  chan struct{} // a call saw the connection fail
+	ready chan struct{}           // closed after the first connection attempt
+	poke  chan *mcp.ClientSession // a call saw the connection of this session fail
 
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil while down
@@ -382,16 +382,21 @@ func (s *mcpServer) wait(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- session.Wait() }()
 	var err error
-	select {
-	case err = <-done:
-		if err == nil {
-			err = errors.New("the server closed the connection")
+	for err == nil {
+		select {
+		case err = <-done:
+			if err == nil {
+				err = errors.New("the server closed the connection")
+			}
+			return err
+		case broken := <-s.poke:
+			// A call on an earlier session may report late; only this one's matter.
+			if broken == session {
+				err = errors.New("a call found the connection broken")
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
-		return err
-	case <-s.poke:
-		err = errors.New("a call found the connection broken")
-	case <-ctx.Done():
-		err = ctx.Err()
 	}
 	session.Close()
 	<-done
@@ -466,7 +471,7 @@ func (t *MCPTool) Call(ctx context.Context, inv agent.Invocation) (string, error
 	if err != nil {
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 			select {
-			case t.srv.poke <- struct{}{}:
+			case t.srv.poke <- session:
 			default:
 			}
 		}

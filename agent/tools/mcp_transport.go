@@ -20,7 +20,9 @@ const mcpIdleTimeout = 4 * time.Second
 func newMCPHTTPTransport() http.RoundTripper {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.IdleConnTimeout = mcpIdleTimeout
-	return &retryTransport{base: base}
+	fresh := base.Clone()
+	fresh.DisableKeepAlives = true
+	return &retryTransport{base: base, fresh: fresh}
 }
 
 // retryTransport sends a request again, once, on a fresh connection when it failed on a
@@ -31,6 +33,9 @@ func newMCPHTTPTransport() http.RoundTripper {
 // new connection, is returned as it is: the server may have acted on it.
 type retryTransport struct {
 	base *http.Transport
+	// fresh sends the retries: it keeps no connection, so a retry always dials, even when
+	// another request put a connection back into base's pool meanwhile.
+	fresh *http.Transport
 }
 
 func (r *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -55,10 +60,13 @@ func (r *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		again.Body = body
 	}
 	// The server closes connections by how long they idled, so the others that idled as
-	// long are likely gone too: the retry dials afresh.
+	// long are likely gone too: they are dropped, and the retry dials afresh.
 	r.base.CloseIdleConnections()
-	return r.base.RoundTrip(again)
+	return r.fresh.RoundTrip(again)
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the pool.
-func (r *retryTransport) CloseIdleConnections() { r.base.CloseIdleConnections() }
+func (r *retryTransport) CloseIdleConnections() {
+	r.base.CloseIdleConnections()
+	r.fresh.CloseIdleConnections()
+}

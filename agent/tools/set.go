@@ -91,12 +91,18 @@ func (s *Set) Tools() []agent.Tool {
 func (s *Set) MCP() *Manager { return s.mcp }
 
 // typicalCall is what List assesses each built-in tool with: its most ordinary use.
-var typicalCall = map[string]string{
-	"http_fetch": `{"url":"https://example.com/"}`,
-	"shell":      `{"command":"ls"}`,
-	"read_file":  `{"path":"a.txt"}`,
-	"write_file": `{"path":"a.txt","content":""}`,
-	"list_files": `{}`,
+func typicalCall(tool string) string {
+	switch tool {
+	case "http_fetch":
+		return `{"url":"https://example.com/"}`
+	case "shell":
+		return `{"command":"ls"}`
+	case "read_file":
+		return `{"path":"a.txt"}`
+	case "write_file":
+		return `{"path":"a.txt","content":""}`
+	}
+	return `{}`
 }
 
 // ownAssessor is a built-in tool's assessment before config raises it.
@@ -110,10 +116,7 @@ func (s *Set) List() []Listing {
 	for _, t := range s.Tools() {
 		info := t.Info()
 		name := info.Spec.Name
-		args := json.RawMessage(typicalCall[name])
-		if len(args) == 0 {
-			args = json.RawMessage(`{}`)
-		}
+		args := json.RawMessage(typicalCall(name))
 		l := Listing{Name: name, Description: info.Spec.Description, Source: s.sources[name]}
 		l.Risk = t.Assess(args).Risk
 		l.BaseRisk = l.Risk

@@ -3,6 +3,7 @@ package tools
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -130,7 +131,7 @@ func (v *verdict) line(line string, depth int) {
 				v.raise(agent.RiskConfirm, "assigns a variable inside an expansion")
 			}
 		case *syntax.BinaryArithm:
-			if arithAssigns[n.Op] {
+			if slices.Contains(arithAssigns, n.Op) {
 				v.raise(agent.RiskConfirm, "assigns a variable inside arithmetic")
 			}
 		case *syntax.UnaryArithm:
@@ -148,10 +149,10 @@ func (v *verdict) line(line string, depth int) {
 	})
 }
 
-var arithAssigns = map[syntax.BinAritOperator]bool{
-	syntax.Assgn: true, syntax.AddAssgn: true, syntax.SubAssgn: true, syntax.MulAssgn: true, syntax.QuoAssgn: true,
-	syntax.RemAssgn: true, syntax.AndAssgn: true, syntax.OrAssgn: true, syntax.XorAssgn: true, syntax.ShlAssgn: true,
-	syntax.ShrAssgn: true,
+var arithAssigns = []syntax.BinAritOperator{
+	syntax.Assgn, syntax.AddAssgn, syntax.SubAssgn, syntax.MulAssgn, syntax.QuoAssgn,
+	syntax.RemAssgn, syntax.AndAssgn, syntax.OrAssgn, syntax.XorAssgn, syntax.ShlAssgn,
+	syntax.ShrAssgn,
 }
 
 // loop notes whether the loop variable only takes names of the workspace.
@@ -308,9 +309,9 @@ func unescapeDouble(s string) string {
 	return b.String()
 }
 
-var writeOps = map[syntax.RedirOperator]bool{
-	syntax.RdrOut: true, syntax.AppOut: true, syntax.RdrInOut: true, syntax.RdrClob: true,
-	syntax.AppClob: true, syntax.RdrAll: true, syntax.RdrAllClob: true, syntax.AppAll: true, syntax.AppAllClob: true,
+var writeOps = []syntax.RedirOperator{
+	syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob,
+	syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob,
 }
 
 func (v *verdict) redirect(r *syntax.Redirect) {
@@ -332,7 +333,7 @@ func (v *verdict) redirect(r *syntax.Redirect) {
 			v.raise(agent.RiskConfirm, "reads its input from %s, a device or kernel file that may never end", target)
 		}
 		return
-	case !writeOps[r.Op]:
+	case !slices.Contains(writeOps, r.Op):
 		return
 	}
 	switch {
@@ -471,7 +472,7 @@ func (v *verdict) argv(args []arg, words []*syntax.Word, depth int) {
 	}
 	base := path.Base(name.s)
 	if systemPath(name.s) {
-		if r, ok := readOnlyPrograms[base]; ok {
+		if r, ok := readOnlyPrograms()[base]; ok {
 			v.allowed(base, r, args[1:], depth)
 			return
 		}
@@ -517,7 +518,7 @@ func (v *verdict) pipeline(b *syntax.BinaryCmd, inner map[*syntax.BinaryCmd]bool
 		}
 		syntax.Walk(s, func(n syntax.Node) bool {
 			if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-				if a := wordArg(c.Args[0]); !a.dyn && fetchers[path.Base(a.s)] {
+				if a := wordArg(c.Args[0]); !a.dyn && fetchers.has(path.Base(a.s)) {
 					fetched = true
 				}
 			}
@@ -536,10 +537,10 @@ func runsInterpreter(s *syntax.Stmt) bool {
 				return false
 			}
 			base := path.Base(a.s)
-			if wrappers[base] {
+			if wrappers.has(base) {
 				return true
 			}
-			if shells[base] || runners[base] || base == "eval" || base == "source" || base == "." {
+			if shells.has(base) || runners.has(base) || base == "eval" || base == "source" || base == "." {
 				found = true
 			}
 		}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -15,45 +16,43 @@ import (
 // commands that wrappers and shells run.
 
 var (
-	shells      = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "fish", "csh", "tcsh")
-	posixShells = set("sh", "bash", "dash", "ksh", "mksh", "ash", "posh")
-	runners     = set("python", "python3", "python2", "perl", "ruby", "node", "php", "lua", "tclsh")
-	fetchers    = set("curl", "wget", "fetch", "nc", "ncat", "socat")
+	shells      = nameSet{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "fish", "csh", "tcsh"}
+	posixShells = nameSet{"sh", "bash", "dash", "ksh", "mksh", "ash", "posh"}
+	runners     = nameSet{"python", "python3", "python2", "perl", "ruby", "node", "php", "lua", "tclsh"}
+	fetchers    = nameSet{"curl", "wget", "fetch", "nc", "ncat", "socat"}
 	// dangerousNames change the system, take privileges or destroy data whatever their
 	// arguments.
-	dangerousNames = set("sudo", "su", "doas", "pkexec", "runuser", "dd", "shred", "wipefs", "fdisk", "sfdisk",
+	dangerousNames = nameSet{"sudo", "su", "doas", "pkexec", "runuser", "dd", "shred", "wipefs", "fdisk", "sfdisk",
 		"parted", "mkswap", "swapoff", "swapon", "mount", "umount", "shutdown", "reboot", "halt", "poweroff",
 		"init", "telinit", "chroot", "insmod", "rmmod", "modprobe", "iptables", "nft", "passwd", "useradd",
-		"userdel", "usermod", "killall", "pkill", "crontab", "systemctl", "mke2fs", "nsenter", "setcap")
+		"userdel", "usermod", "killall", "pkill", "crontab", "systemctl", "mke2fs", "nsenter", "setcap"}
 	// writers take paths they change; those must stay inside the workspace.
-	writers = set("rm", "rmdir", "mkdir", "touch", "mv", "cp", "ln", "install", "rsync", "truncate",
-		"chmod", "chown", "chgrp", "tar", "unzip", "patch", "curl", "wget", "split")
-	wrappers = set("env", "nice", "nohup", "timeout", "command", "exec", "time", "stdbuf", "xargs", "ionice",
-		"setsid", "builtin", "busybox")
+	writers = nameSet{"rm", "rmdir", "mkdir", "touch", "mv", "cp", "ln", "install", "rsync", "truncate",
+		"chmod", "chown", "chgrp", "tar", "unzip", "patch", "curl", "wget", "split"}
+	wrappers = nameSet{"env", "nice", "nohup", "timeout", "command", "exec", "time", "stdbuf", "xargs", "ionice",
+		"setsid", "builtin", "busybox"}
 )
 
-func set(names ...string) map[string]bool {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
+// nameSet is a small set of names written as a literal, which the compiler lays out in the
+// binary: a map would be built at every start, whether a command is ever judged or not.
+type nameSet []string
+
+func (s nameSet) has(name string) bool { return slices.Contains(s, name) }
 
 // unlisted judges a program that is not on the allowlist: it needs approval at least.
 func (v *verdict) unlisted(name, base string, rest []arg, words []*syntax.Word, depth int) {
 	args := strs(rest)
 	flags, operands := splitFlags(args)
 	switch {
-	case dangerousNames[base] || strings.HasPrefix(base, "mkfs"):
+	case dangerousNames.has(base) || strings.HasPrefix(base, "mkfs"):
 		v.raise(agent.RiskDangerous, "%s can take privileges or damage the system", base)
-	case wrappers[base]:
+	case wrappers.has(base):
 		v.wrapper(base, rest, depth)
 		return
-	case shells[base] || base == "eval" || base == "source" || base == ".":
+	case shells.has(base) || base == "eval" || base == "source" || base == ".":
 		v.shell(base, rest, words, depth)
 		return
-	case runners[base]:
+	case runners.has(base):
 		v.raise(agent.RiskConfirm, "%s runs a program", base)
 		return
 	case base == "trap":
@@ -67,7 +66,7 @@ func (v *verdict) unlisted(name, base string, rest []arg, words []*syntax.Word, 
 	if !systemPath(name) {
 		v.raise(agent.RiskConfirm, "runs %s, a program outside the system directories", name)
 	}
-	if writers[base] {
+	if writers.has(base) {
 		v.writes(base, flags, operands)
 	}
 	switch base {
@@ -96,7 +95,7 @@ func (v *verdict) unlisted(name, base string, rest []arg, words []*syntax.Word, 
 			v.raise(agent.RiskDangerous, "%s -R changes a whole tree", base)
 		}
 	}
-	if fetchers[base] {
+	if fetchers.has(base) {
 		v.raise(agent.RiskConfirm, "%s reaches the network", base)
 	}
 	v.raise(agent.RiskConfirm, "%s is not on the read-only allowlist", printable(name))
@@ -233,20 +232,20 @@ func splitString(args []arg, i int) (arg, bool) {
 
 // unwrap returns the command a wrapper runs, skipping the wrapper's own options.
 func unwrap(base string, args []arg) []arg {
-	valued := map[string]bool{}
+	var valued nameSet
 	switch base {
 	case "env":
-		valued = set("-u", "--unset", "-C", "--chdir", "-S", "--split-string")
+		valued = nameSet{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}
 	case "nice":
-		valued = set("-n", "--adjustment")
+		valued = nameSet{"-n", "--adjustment"}
 	case "timeout":
-		valued = set("-s", "--signal", "-k", "--kill-after")
+		valued = nameSet{"-s", "--signal", "-k", "--kill-after"}
 	case "stdbuf":
-		valued = set("-i", "-o", "-e")
+		valued = nameSet{"-i", "-o", "-e"}
 	case "xargs":
-		valued = set("-n", "-I", "-i", "-d", "-P", "-L", "-s", "-E", "-a", "--max-args", "--delimiter", "--arg-file")
+		valued = nameSet{"-n", "-I", "-i", "-d", "-P", "-L", "-s", "-E", "-a", "--max-args", "--delimiter", "--arg-file"}
 	case "ionice":
-		valued = set("-c", "-n", "-p")
+		valued = nameSet{"-c", "-n", "-p"}
 	case "busybox":
 		return args
 	}
@@ -262,7 +261,7 @@ func unwrap(base string, args []arg) []arg {
 		case base == "env" && strings.Contains(a, "=") && !strings.HasPrefix(a, "-"):
 			i++
 		case strings.HasPrefix(a, "-") && a != "-":
-			if valued[a] {
+			if valued.has(a) {
 				i++
 			}
 			i++
@@ -306,7 +305,7 @@ func (v *verdict) shell(base string, rest []arg, words []*syntax.Word, depth int
 		v.raise(agent.RiskConfirm, "%s runs a script file", base)
 		return
 	}
-	command, plain, stdin := false, posixShells[base], false
+	command, plain, stdin := false, posixShells.has(base), false
 	i := 0
 	for ; i < len(rest); i++ {
 		a := rest[i]
@@ -355,7 +354,7 @@ func fetchesInSubst(w *syntax.Word) bool {
 	found := false
 	syntax.Walk(w, func(n syntax.Node) bool {
 		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
-			if a := wordArg(c.Args[0]); !a.dyn && fetchers[path.Base(a.s)] {
+			if a := wordArg(c.Args[0]); !a.dyn && fetchers.has(path.Base(a.s)) {
 				found = true
 			}
 		}

@@ -10,15 +10,15 @@ import (
 // The tests and actions of find that only look and print: findUnary take no value,
 // findValued take one. Anything else (-delete, -exec, -fprint...) needs approval.
 var (
-	findUnary = set("-print", "-print0", "-ls", "-prune", "-quit", "-not", "-a", "-and", "-o", "-or", "(", ")", "!",
+	findUnary = nameSet{"-print", "-print0", "-ls", "-prune", "-quit", "-not", "-a", "-and", "-o", "-or", "(", ")", "!",
 		",", "-true", "-false", "-empty", "-depth", "-d", "-follow", "-xdev", "-mount", "-noleaf", "-nouser",
 		"-nogroup", "-readable", "-writable", "-executable", "-daystart", "-ignore_readdir_race",
-		"-noignore_readdir_race")
-	findValued = set("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
+		"-noignore_readdir_race"}
+	findValued = nameSet{"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
 		"-regextype", "-type", "-xtype", "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin",
 		"-newer", "-anewer", "-cnewer", "-perm", "-user", "-group", "-uid", "-gid", "-links", "-inum",
 		"-samefile", "-lname", "-ilname", "-fstype", "-used", "-maxdepth", "-mindepth", "-printf",
-		"-files0-from")
+		"-files0-from"}
 )
 
 // findRule lets find search and print. -delete and the actions that write files need
@@ -60,8 +60,8 @@ func findRule(v *verdict, args []arg, depth int) string {
 		switch {
 		case args[i].dyn:
 			note("find gets an argument computed at run time")
-		case findUnary[s]:
-		case findValued[s] || (strings.HasPrefix(s, "-newer") && len(s) == len("-newerXY")):
+		case findUnary.has(s):
+		case findValued.has(s) || (strings.HasPrefix(s, "-newer") && len(s) == len("-newerXY")):
 			i++
 		case s == "-delete":
 			if outside {

@@ -3,23 +3,26 @@ package tools
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // gitGlobal are the options git may get before its subcommand. -c, --exec-path, --git-dir,
 // --work-tree and --config-env are not among them: they make git run other programs or read
 // another repository's configuration, which can name programs to run.
-var gitGlobal = set("--no-pager", "-P", "--no-optional-locks", "--no-replace-objects", "--literal-pathspecs",
-	"--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--version")
+var gitGlobal = nameSet{"--no-pager", "-P", "--no-optional-locks", "--no-replace-objects", "--literal-pathspecs",
+	"--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--version"}
 
 // gitReadOnly are the subcommands that only look at the repository, each with a check of its
 // own where some of its forms change it.
-var gitReadOnly = map[string]func([]arg) string{
-	"status": nil, "log": nil, "diff": nil, "show": nil, "ls-files": nil, "ls-tree": nil, "rev-parse": nil,
-	"rev-list": nil, "blame": nil, "grep": nil, "describe": nil, "shortlog": nil, "cat-file": nil,
-	"show-ref": nil, "diff-tree": nil, "diff-files": nil, "diff-index": nil, "whatchanged": nil,
-	"merge-base": nil, "name-rev": nil, "for-each-ref": nil, "count-objects": nil, "version": nil,
-	"branch": gitBranch, "tag": gitTag, "remote": gitRemote, "config": gitConfig,
-}
+var gitReadOnly = sync.OnceValue(func() map[string]func([]arg) string {
+	return map[string]func([]arg) string{
+		"status": nil, "log": nil, "diff": nil, "show": nil, "ls-files": nil, "ls-tree": nil, "rev-parse": nil,
+		"rev-list": nil, "blame": nil, "grep": nil, "describe": nil, "shortlog": nil, "cat-file": nil,
+		"show-ref": nil, "diff-tree": nil, "diff-files": nil, "diff-index": nil, "whatchanged": nil,
+		"merge-base": nil, "name-rev": nil, "for-each-ref": nil, "count-objects": nil, "version": nil,
+		"branch": gitBranch, "tag": gitTag, "remote": gitRemote, "config": gitConfig,
+	}
+})
 
 // gitRefused are options of the read-only subcommands that run a program (a pager, an
 // external diff, a textconv or filter driver, a help browser) or write a file.
@@ -33,7 +36,7 @@ func gitRule(v *verdict, args []arg, _ int) string {
 	for ; i < len(args) && strings.HasPrefix(args[i].s, "-"); i++ {
 		a := args[i].s
 		switch {
-		case gitGlobal[a]:
+		case gitGlobal.has(a):
 		case a == "-C" && i+1 < len(args):
 			if dir := args[i+1]; dir.dyn || !inWorkspace(dir.s) {
 				return "git -C leaves the workspace"
@@ -47,7 +50,7 @@ func gitRule(v *verdict, args []arg, _ int) string {
 		return ""
 	}
 	sub, rest := args[i].s, args[i+1:]
-	check, ok := gitReadOnly[sub]
+	check, ok := gitReadOnly()[sub]
 	if !ok {
 		v.gitDanger(sub, strs(rest))
 		return fmt.Sprintf("git %s may change the repository or reach the network", sub)
@@ -82,7 +85,7 @@ func gitRule(v *verdict, args []arg, _ int) string {
 // onlyListing checks a subcommand that lists with the given flags and changes things
 // otherwise: every option must be one of flags, and operands are only allowed as patterns
 // of one of listing.
-func onlyListing(sub string, args []arg, flags, listing map[string]bool) string {
+func onlyListing(sub string, args []arg, flags, listing nameSet) string {
 	list, ops := false, 0
 	for _, a := range args {
 		if !strings.HasPrefix(a.s, "-") {
@@ -93,10 +96,10 @@ func onlyListing(sub string, args []arg, flags, listing map[string]bool) string 
 		if i := strings.IndexByte(name, '='); i >= 0 {
 			name = name[:i]
 		}
-		if !flags[name] {
+		if !flags.has(name) {
 			return fmt.Sprintf("git %s %s may change the repository", sub, a.s)
 		}
-		list = list || listing[name]
+		list = list || listing.has(name)
 	}
 	if ops > 0 && !list {
 		return fmt.Sprintf("git %s with a name changes the repository", sub)
@@ -105,17 +108,17 @@ func onlyListing(sub string, args []arg, flags, listing map[string]bool) string 
 }
 
 var (
-	gitBranchFlags = set("-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "--list", "-l", "--show-current",
+	gitBranchFlags = nameSet{"-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "--list", "-l", "--show-current",
 		"--no-color", "--color", "--contains", "--no-contains", "--merged", "--no-merged", "--sort", "--format",
-		"--points-at", "--column", "--no-column", "-i", "--ignore-case", "--abbrev", "--no-abbrev")
-	gitTagFlags = set("-l", "--list", "-n", "--sort", "--contains", "--no-contains", "--merged", "--no-merged",
-		"--points-at", "--format", "--column", "--no-column", "-i", "--ignore-case", "--color")
-	gitConfigFlags = set("--list", "-l", "--get", "--get-all", "--get-regexp", "--get-urlmatch", "--show-origin",
+		"--points-at", "--column", "--no-column", "-i", "--ignore-case", "--abbrev", "--no-abbrev"}
+	gitTagFlags = nameSet{"-l", "--list", "-n", "--sort", "--contains", "--no-contains", "--merged", "--no-merged",
+		"--points-at", "--format", "--column", "--no-column", "-i", "--ignore-case", "--color"}
+	gitConfigFlags = nameSet{"--list", "-l", "--get", "--get-all", "--get-regexp", "--get-urlmatch", "--show-origin",
 		"--show-scope", "--name-only", "--null", "-z", "--local", "--global", "--system", "--worktree",
 		"--includes", "--no-includes", "--type", "--bool", "--int", "--bool-or-int", "--path", "--default",
-		"--file", "-f", "--blob")
-	gitConfigReads = set("--list", "-l", "--get", "--get-all", "--get-regexp", "--get-urlmatch")
-	gitListing     = set("--list", "-l")
+		"--file", "-f", "--blob"}
+	gitConfigReads = nameSet{"--list", "-l", "--get", "--get-all", "--get-regexp", "--get-urlmatch"}
+	gitListing     = nameSet{"--list", "-l"}
 )
 
 func gitBranch(args []arg) string { return onlyListing("branch", args, gitBranchFlags, gitListing) }
@@ -137,7 +140,7 @@ func gitConfig(args []arg) string {
 	if len(args) > 0 && (args[0].s == "list" || args[0].s == "get") {
 		args = args[1:]
 		for _, a := range args {
-			if strings.HasPrefix(a.s, "-") && !gitConfigFlags[strings.SplitN(a.s, "=", 2)[0]] {
+			if strings.HasPrefix(a.s, "-") && !gitConfigFlags.has(strings.SplitN(a.s, "=", 2)[0]) {
 				return fmt.Sprintf("git config %s may change the configuration", a.s)
 			}
 		}
@@ -149,10 +152,10 @@ func gitConfig(args []arg) string {
 		if !strings.HasPrefix(name, "-") {
 			continue
 		}
-		if !gitConfigFlags[name] {
+		if !gitConfigFlags.has(name) {
 			return fmt.Sprintf("git config %s may change the configuration", a.s)
 		}
-		reads = reads || gitConfigReads[name]
+		reads = reads || gitConfigReads.has(name)
 	}
 	if !reads {
 		return "git config without --get or --list may change the configuration"

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/loopbot/loopbot/agent"
 )
@@ -28,14 +29,17 @@ type rule struct {
 	check func(v *verdict, args []arg, depth int) string
 }
 
-// readOnlyPrograms is the allowlist, filled in init: the find and env rules judge the
-// commands they run through argv, which reads it.
-var readOnlyPrograms map[string]rule
+// readOnlyPrograms is the allowlist, built when a command is first judged rather than at
+// every start; it is set in init because the find and env rules judge the commands they run
+// through argv, which reads it.
+var readOnlyPrograms func() map[string]rule
 
-func init() {
+func init() { readOnlyPrograms = sync.OnceValue(readOnlyRules) }
+
+func readOnlyRules() map[string]rule {
 	free := rule{anyArgs: true}
 	reader := rule{globs: true}
-	readOnlyPrograms = map[string]rule{
+	return map[string]rule{
 		"echo": free, "true": free, "false": free, ":": free, "test": free, "[": free, "basename": free,
 		"dirname": free, "whoami": free, "id": free, "groups": free, "uname": free, "nproc": free, "sleep": free,
 		"expr": free, "exit": free, "break": free, "continue": free, "shift": free, "printenv": free,
@@ -279,7 +283,7 @@ func cdRule(v *verdict, args []arg, _ int) string {
 	return "cd may leave the workspace"
 }
 
-var setOptions = set("errexit", "nounset", "xtrace", "verbose", "pipefail", "noclobber", "noglob")
+var setOptions = nameSet{"errexit", "nounset", "xtrace", "verbose", "pipefail", "noclobber", "noglob"}
 
 // setRule lets set switch error handling and tracing, and set the positional parameters.
 func setRule(_ *verdict, args []arg, _ int) string {
@@ -291,7 +295,7 @@ func setRule(_ *verdict, args []arg, _ int) string {
 		case a.dyn:
 			return "set gets an argument computed at run time"
 		case a.s == "-o" || a.s == "+o":
-			if i+1 < len(args) && !args[i+1].dyn && setOptions[args[i+1].s] {
+			if i+1 < len(args) && !args[i+1].dyn && setOptions.has(args[i+1].s) {
 				i++
 				continue
 			}
@@ -304,13 +308,13 @@ func setRule(_ *verdict, args []arg, _ int) string {
 	return ""
 }
 
-var hostnameFlags = set("-s", "--short", "-f", "--fqdn", "--long", "-i", "--ip-address", "-I", "--all-ip-addresses",
-	"-d", "--domain", "-A", "--all-fqdns", "-a", "--alias")
+var hostnameFlags = nameSet{"-s", "--short", "-f", "--fqdn", "--long", "-i", "--ip-address", "-I", "--all-ip-addresses",
+	"-d", "--domain", "-A", "--all-fqdns", "-a", "--alias"}
 
 // hostnameRule lets hostname print names; with an operand or -F it sets them.
 func hostnameRule(_ *verdict, args []arg, _ int) string {
 	for _, a := range args {
-		if !hostnameFlags[a.s] {
+		if !hostnameFlags.has(a.s) {
 			return "hostname with arguments may set the host name"
 		}
 	}
@@ -373,11 +377,11 @@ func uniqRule(v *verdict, args []arg, _ int) string {
 // xxdRule refuses a second operand, the file xxd writes.
 func xxdRule(v *verdict, args []arg, _ int) string {
 	var ops []arg
-	valued := set("-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name")
+	valued := nameSet{"-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name"}
 	for i := 0; i < len(args); i++ {
 		s := args[i].s
 		switch {
-		case valued[s]:
+		case valued.has(s):
 			i++
 		case s == "-":
 			ops = append(ops, args[i])
