@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,11 +42,16 @@ type dispatcher struct {
 
 	// The loop's bookkeeping of its workers: jobs go out, results come back, inflight
 	// counts the calls whose result the loop has not taken yet, and settling collects the
-	// items whose outcome is to be written in the loop's next store write.
-	jobs     chan job
-	results  chan result
-	inflight int
-	settling []result
+	// items whose outcome is to be written in the loop's next store write. started counts
+	// the workers started so far (atomic for tests to read) and startWorker starts one more: a worker starts when a
+	// call finds none free, so a bot that has sent nothing has none, and one that never
+	// had more than a few calls in flight at once has only a few.
+	jobs        chan job
+	results     chan result
+	inflight    int
+	started     atomic.Int32
+	startWorker func()
+	settling    []result
 	// queue holds the items the last pass found ready, one a channel, oldest first, for
 	// the workers as they come free: a thousand ready channels are read once, not once
 	// for every few workers' worth. next is when a channel with items waiting may be
@@ -175,7 +181,9 @@ func (d *dispatcher) loop(ctx context.Context) {
 	// outstanding than workers.
 	d.results = make(chan result, d.workers)
 	var workers sync.WaitGroup
-	for range d.workers {
+	d.started.Store(0)
+	d.startWorker = func() {
+		d.started.Add(1)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
@@ -430,6 +438,11 @@ func (d *dispatcher) feed(ctx context.Context) {
 	d.settle(ctx)
 	for _, j := range out {
 		d.inflight++
+		// A worker is busy from taking a job until the loop has taken its result, so
+		// fewer workers than calls in flight means none is free.
+		if int(d.started.Load()) < d.inflight {
+			d.startWorker()
+		}
 		d.jobs <- j
 	}
 }

@@ -31,3 +31,6 @@ func RunsInFlight() (all, paced int) {
 	defer pacer.mu.Unlock()
 	return pacer.runs, pacer.paced
 }
+
+// SendWorkersStarted is how many workers the bot's dispatcher has started.
+func SendWorkersStarted(b *Bot) int { return int(b.disp.started.Load()) }
