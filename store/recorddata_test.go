@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,53 @@ func TestRecordDataIsTheRecord(t *testing.T) {
 				t.Errorf("record built from the head:\n%s\ndecodes to %+v\nwant %+v", data, got, want)
 			}
 		})
+	}
+}
+
+// TestNoOtherStateKeyInAHead guards recordData's premise that the first "state":null of a
+// head's bytes is the record's own state: no field encoded before or after it, at any depth,
+// may be named "state", and none may be a map, whose keys could spell it. A field added to
+// bot.RunRecord, bot.ThreadRef or the others that breaks this fails here, not on disk.
+func TestNoOtherStateKeyInAHead(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(path string, typ reflect.Type)
+	walk = func(path string, typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array {
+			typ = typ.Elem()
+		}
+		if typ.Kind() == reflect.Map {
+			t.Errorf("%s is a map: its keys could spell \"state\":null", path)
+			return
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] || typ == reflect.TypeFor[time.Time]() {
+			return
+		}
+		seen[typ] = true
+		for f := range typ.Fields() {
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if name == "state" {
+				t.Errorf("%s.%s is encoded as \"state\"", path, f.Name)
+			}
+			walk(path+"."+f.Name, f.Type)
+		}
+	}
+	rec := reflect.TypeFor[bot.RunRecord]()
+	for f := range rec.Fields() {
+		if f.Name == "State" || !f.IsExported() {
+			continue
+		}
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
+			continue
+		}
+		walk("RunRecord."+f.Name, f.Type)
 	}
 }
