@@ -73,18 +73,7 @@ func TestChannelsAreCalledAtOnceEachInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		plat := &timedPlatform{took: 300 * time.Millisecond}
-		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-		b, err := bot.New(bot.Config{EditInterval: agent.Duration(interval)}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := startOutboxBot(t, db, bot.Config{EditInterval: agent.Duration(interval)}, plat)
 		start := time.Now()
 		if err := b.Stop(t.Context()); err != nil {
 			t.Fatalf("stop: %v", err)
@@ -146,18 +135,7 @@ func TestACardThatLooksTheSameIsNotEditedAgain(t *testing.T) {
 		}
 		queue(created)
 		plat := &recorder{}
-		ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-		b, err := bot.New(bot.Config{}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := startOutboxBot(t, db, bot.Config{}, plat)
 		defer b.Stop(context.Background())
 		synctest.Wait()
 		if n := len(plat.sent("")); n != 1 {
@@ -326,4 +304,23 @@ func TestRendersTakeFewStoreReadsAtOnce(t *testing.T) {
 			t.Errorf("%d store reads at once, want at most 3 (two workers' and the loop's)", st.most)
 		}
 	})
+}
+
+// startOutboxBot starts a bot with no tools over db that sends to plat, for the tests of
+// what its dispatcher sends; it logs warnings and worse to the test's output.
+func startOutboxBot(t *testing.T, db bot.Store, cfg bot.Config, plat bot.Platform) *bot.Bot {
+	t.Helper()
+	ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := bot.New(cfg, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -3,12 +3,10 @@ package bot_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/bot"
 )
 
@@ -30,18 +28,7 @@ func TestSendWorkersStartAsCallsNeedThem(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				db := openStore(t)
 				plat := &timedPlatform{took: 300 * time.Millisecond}
-				ag, err := agent.New(agent.Config{}, newModel(t).client, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-				b, err := bot.New(bot.Config{}, db, ag, []bot.Platform{plat}, bot.WithLogger(logger))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := b.Start(t.Context()); err != nil {
-					t.Fatal(err)
-				}
+				b := startOutboxBot(t, db, bot.Config{}, plat)
 				synctest.Wait()
 				if n := bot.SendWorkersStarted(b); n != 0 {
 					t.Fatalf("%d send workers started with nothing to send, want none", n)
