@@ -53,8 +53,9 @@ type Config struct {
 	// Playbooks says where playbooks live (playbook.go).
 	Playbooks PlaybookConfig `toml:"playbooks"`
 	// GCMemoryMB is the most memory, in MB, the Go runtime may use before it collects
-	// garbage while many runs are in flight: 1 MB for each run in flight, up to this
-	// (gcpacer.go). A negative value keeps the runtime's default pacing throughout.
+	// garbage while many runs are in flight: 1 MB for each run in flight, in steps of
+	// 16 MB, up to this (gcpacer.go). A negative value keeps the runtime's default pacing
+	// throughout.
 	GCMemoryMB int `toml:"gc_memory_mb"`
 }
 

@@ -15,6 +15,8 @@ type fakeGC struct {
 	limit   int64
 	s       gcSample
 	hooks   []func()
+	// samples counts the reads of the runtime's statistics, each a stop of the world.
+	samples int
 }
 
 func (f *fakeGC) setGCPercent(v int) int {
@@ -29,7 +31,7 @@ func (f *fakeGC) setMemoryLimit(l int64) int64 {
 	return old
 }
 
-func (f *fakeGC) sample() gcSample  { return f.s }
+func (f *fakeGC) sample() gcSample  { f.samples++; return f.s }
 func (f *fakeGC) afterGC(fn func()) { f.hooks = append(f.hooks, fn) }
 
 // collect runs the hooks of a collection that found s.
@@ -73,9 +75,13 @@ func TestGCPacerFollowsTheRuns(t *testing.T) {
 	// 10 MB leave nothing above the 40 MB in use.
 	want("10 runs", 75, 1<<40)
 	start(50)
-	// 60 MB leave 20 MB to allocate, more than the 15 the default pacing would.
-	want("60 runs", -1, 60*mb)
-	start(140)
+	// 60 runs ask for 48 MB (the limit moves in 16 MB steps), which leave 8 MB to allocate
+	// above the 40 in use, less than the 15 the default pacing would.
+	want("60 runs", 75, 1<<40)
+	start(4)
+	// 64 MB leave 24 MB.
+	want("64 runs", -1, 64*mb)
+	start(136)
 	want("200 runs", -1, most*mb)
 	rt.collect(gcSample{live: 30 * mb, scanned: 10 * mb, other: 40 * mb})
 	// 120-70 = 50 MB of room against the default pacing's 40: the limit stays.
@@ -98,6 +104,23 @@ func TestGCPacerFollowsTheRuns(t *testing.T) {
 	want("the end of the burst", 75, 1<<40)
 	if n := p.inFlight(); n != 0 {
 		t.Errorf("%d runs in flight at the end, want 0", n)
+	}
+}
+
+// TestGCPacerSamplesRarely checks that a burst of a thousand runs starting and ending reads
+// the runtime's statistics, which stops the world, only where the limit's 16 MB steps change
+// it (8 steps up to 120 MB, 8 down) and after collections, not at every run.
+func TestGCPacerSamplesRarely(t *testing.T) {
+	rt := &fakeGC{percent: 100, limit: 1 << 40, s: gcSample{live: 10 * mb, scanned: 5 * mb, other: 30 * mb}}
+	p := newGCPacer(rt, false)
+	for range 1000 {
+		p.started(120)
+	}
+	for range 1000 {
+		p.ended(120)
+	}
+	if rt.samples > 20 {
+		t.Errorf("the runtime was sampled %d times for a burst of 1000 runs, want 20 at most", rt.samples)
 	}
 }
 
