@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,13 +93,22 @@ func WithDecisionHook(fn func(outcome ApprovalStatus, wait time.Duration)) Optio
 // and at most 64 characters, so that they fit a Slack action value and a Discord custom_id.
 func WithIDs(newID func() string) Option { return func(b *Bot) { b.newID = newID } }
 
-// NewID returns a random opaque ID: 20 bytes from crypto/rand in lowercase base32, 32
-// characters. It cannot be guessed, so a forged button finds nothing.
+// NewID returns an opaque ID of 32 characters: the time in nanoseconds (8 bytes, big-endian)
+// and 12 bytes from crypto/rand, in lowercase base32hex. The 96 random bits cannot be
+// guessed, so a forged button finds nothing. The time first makes IDs made later sort
+// later, in the store's keys as in time: a burst of runs then writes to the same few pages
+// of each bucket instead of to pages all over its tree (a fifth to a quarter fewer bytes of
+// pages written in loopbench's makespan scenario).
 func NewID() string {
 	var b [20]byte
-	rand.Read(b[:]) // never fails, per crypto/rand
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
+	rand.Read(b[8:]) // never fails, per crypto/rand
+	return strings.ToLower(idEncoding.EncodeToString(b[:]))
 }
+
+// idEncoding is base32hex, whose alphabet is in the order of its values, so that the IDs
+// sort as their bytes do.
+var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
 
 // New builds a Bot. The platforms are looked up by Name when a message goes to a thread.
 func New(cfg Config, store Store, ag *agent.Agent, platforms []Platform, opts ...Option) (*Bot, error) {

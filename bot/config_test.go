@@ -65,20 +65,6 @@ func TestDurationText(t *testing.T) {
 	}
 }
 
-func TestNewID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		id := bot.NewID()
-		if len(id) < 20 || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz234567") != "" {
-			t.Fatalf("NewID() = %q, want 20 to 64 lowercase base32 characters", id)
-		}
-		if seen[id] {
-			t.Fatalf("NewID() repeated %q", id)
-		}
-		seen[id] = true
-	}
-}
-
 // FuzzEventValidate feeds Validate events decoded from arbitrary JSON, as an adapter's
 // decoding may produce: it must never panic, and what it accepts must have what the bot
 // relies on.
