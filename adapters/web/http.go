@@ -437,6 +437,15 @@ func (a *Adapter) chosen(threadID, actionID string, who bot.User) {
 	if !ok {
 		return
 	}
+	if e, msg, ok := a.decidedQuestion(t, actionID, who); ok {
+		a.change(t, e, msg)
+	}
+}
+
+// decidedQuestion finds the question card of t that holds the button actionID and returns
+// it with the message it shows once decided: no buttons, and a footer saying who chose
+// what. a.mu is held.
+func (a *Adapter) decidedQuestion(t *thread, actionID string, who bot.User) (*entry, bot.Message, bool) {
 	for _, e := range t.entries {
 		if e.kind != string(bot.KindQuestion) {
 			continue
@@ -448,9 +457,9 @@ func (a *Adapter) chosen(threadID, actionID string, who bot.User) {
 		msg := e.msg
 		msg.Footer = msg.Buttons[i].Label + ": chosen by " + who.Name + " at " + a.now().UTC().Format("15:04 UTC") + "."
 		msg.Buttons = nil
-		a.change(t, e, msg)
-		return
+		return e, msg, true
 	}
+	return nil, bot.Message{}, false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -107,19 +107,8 @@ func (a *Adapter) chosenShared(ctx context.Context, threadID, actionID string, w
 	a.mu.Lock()
 	var ws []viewWrite
 	if t, ok := a.threads[threadID]; ok {
-		for _, e := range t.entries {
-			if e.kind != string(bot.KindQuestion) {
-				continue
-			}
-			i := slices.IndexFunc(e.msg.Buttons, func(b bot.Button) bool { return b.ID == actionID })
-			if i < 0 {
-				continue
-			}
-			msg := e.msg
-			msg.Footer = msg.Buttons[i].Label + ": chosen by " + who.Name + " at " + a.now().UTC().Format("15:04 UTC") + "."
-			msg.Buttons = nil
+		if e, msg, ok := a.decidedQuestion(t, actionID, who); ok {
 			ws = append(ws, viewWrite{thread: threadID, key: e.id, rec: record{Op: opEntry, Thread: threadID, At: a.now(), Sent: e.sent, ID: e.id, Kind: e.kind, Msg: &msg}})
-			break
 		}
 	}
 	a.mu.Unlock()
