@@ -120,16 +120,7 @@ func (l *leader) loop(ctx context.Context) {
 	if l == nil || l.elector == nil {
 		return
 	}
-	tick := time.NewTicker(max(l.ttl/3, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			l.holds(ctx)
-		}
-	}
+	everyThirdOf(ctx, l.ttl, func() { l.holds(ctx) })
 }
 
 // elect asks the store to make this replica leader (or renew it), and reports whether it

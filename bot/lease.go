@@ -230,15 +230,24 @@ func (s *scheduler) beat(ctx context.Context) {
 	if s.own == nil {
 		return
 	}
-	tick := time.NewTicker(max(s.own.ttl/3, time.Millisecond))
+	everyThirdOf(ctx, s.own.ttl, func() {
+		s.beatDue.Store(true)
+		s.poke()
+	})
+}
+
+// everyThirdOf calls fn every third of a lease's ttl until ctx ends: what renews or asks for
+// a lease does it three times within the lease's time, so one late or failed call loses
+// nothing.
+func everyThirdOf(ctx context.Context, ttl time.Duration, fn func()) {
+	tick := time.NewTicker(max(ttl/3, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			s.beatDue.Store(true)
-			s.poke()
+			fn()
 		}
 	}
 }

@@ -71,14 +71,7 @@ func (b *Bot) presenceLoop(ctx context.Context) {
 	if b.pres.elector == nil {
 		return
 	}
-	tick := time.NewTicker(max(b.pres.ttl/3, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyThirdOf(ctx, b.pres.ttl, func() {
 		if err := b.pres.announce(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("announce this replica's presence", "err", err)
 		}
@@ -87,5 +80,5 @@ func (b *Bot) presenceLoop(ctx context.Context) {
 				b.log.Warn("inbox: adopt gone replicas' events", "err", err)
 			}
 		}
-	}
+	})
 }
