@@ -356,10 +356,19 @@ func (s *scheduler) failRun(ctx context.Context, id string) error {
 	return nil
 }
 
+// hold keeps run id from being started again until a write of its record succeeds: its
+// load, or the write that would have failed it, did not reach the store, which a store
+// that is down explains. Like a run whose save failed, it is probed at the scheduler's
+// passes and every storeRetry, and released once the store takes the write; a run held
+// for good would keep its lease, renewed, and never be worked by any replica.
 func (s *scheduler) hold(id string) {
 	s.mu.Lock()
 	s.held[id] = true
+	s.holds[id]++
+	hold := s.holds[id]
+	s.early[id] = time.Now()
 	s.mu.Unlock()
+	s.retryHeld(id, hold, storeRetry)
 }
 
 // storeRetry is how long a run held by a failed save first waits before the store is tried

@@ -160,7 +160,7 @@ tool_risk = { charge = "safe" }
 	relisten := time.Since(started)
 
 	for _, g := range goals {
-		wait(t, fake, "the answer to "+g, func() bool { return len(postedText(fake, answerTo(g))) > 0 })
+		waitFor("the answer to "+g, func() bool { return len(postedText(fake, answerTo(g))) > 0 })
 	}
 	a.proc.terminate(25 * time.Second)
 	b.proc.terminate(25 * time.Second)
