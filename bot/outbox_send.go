@@ -52,11 +52,12 @@ func (d *dispatcher) call(ctx context.Context, j job) result {
 	var existing MessageRef
 	d.render <- struct{}{}
 	err := d.store.View(ctx, func(tx Tx) error {
-		var err error
-		if r.msg, err = render(tx, j.it); err != nil {
+		msg, rec, err := renderRun(tx, j.it)
+		if err != nil {
 			return err
 		}
-		existing, err = postedRef(tx, j.it)
+		r.msg = msg
+		existing, err = postedRef(tx, j.it, rec)
 		return err
 	})
 	<-d.render

@@ -276,18 +276,7 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
-	stored, err := decode[bot.RunRecord](runs.Get(key), "run "+r.ID)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	rec := *r
-	rec.State, rec.Status = stored.State, stored.Status
-	data, err := json.Marshal(&rec)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	h := head(&rec)
-	headData, err := json.Marshal(&h)
+	data, headData, err := runWithHead(runs.Get(key), heads.Get(key), r)
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
