@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -125,7 +124,7 @@ func (t *tx) OutboxHolds(it bot.OutboxItem) (bool, error) {
 	if stored == nil {
 		return false, nil
 	}
-	data, err := json.Marshal(&it)
+	data, err := encodeOutboxItem(&it)
 	if err != nil {
 		return false, fmt.Errorf("outbox item %s: %w", it.Key, err)
 	}

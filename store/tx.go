@@ -65,14 +65,19 @@ func get[T any](t *tx, bucket []byte, key, what string) (*T, error) {
 
 // put stores v as JSON under key.
 func put(t *tx, bucket []byte, key, what string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	return putData(t, bucket, key, what, data)
+}
+
+// putData stores data, a value encoded already, under key.
+func putData(t *tx, bucket []byte, key, what string, data []byte) error {
 	if key == "" {
 		return fmt.Errorf("put %s: empty key", what)
 	}
 	b, err := t.bucket(bucket)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", what, key, err)
-	}
-	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
@@ -597,7 +602,11 @@ func (t *tx) Audit(runID string) ([]bot.AuditEntry, error) {
 }
 
 func (t *tx) PutOutbox(item bot.OutboxItem) error {
-	return put(t, bucketOutbox, item.Key, "outbox item", &item)
+	data, err := encodeOutboxItem(&item)
+	if err != nil {
+		return fmt.Errorf("put outbox item %s: %w", item.Key, err)
+	}
+	return putData(t, bucketOutbox, item.Key, "outbox item", data)
 }
 
 // DeleteOutbox removes the item with key. A missing key is not an error: the item was sent
