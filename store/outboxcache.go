@@ -68,10 +68,21 @@ func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 	hits := make([]string, 0, len(seen)) // keys of the items found decoded
 	var fresh []*cachedItem              // items decoded now
 	err = b.ForEach(func(k, v []byte) error {
-		if c := seen[string(k)]; c != nil && bytes.Equal(c.raw, v) {
+		c := seen[string(k)]
+		if c != nil && bytes.Equal(c.raw, v) {
 			hits = append(hits, c.item.Key)
 			listed = append(listed, &c.item)
 			return nil
+		}
+		if c != nil {
+			// The same item put again at another time, as every checkpoint puts its
+			// run's card (outbox_restamp.go).
+			if it, ok := restamped(c, v); ok {
+				c = &cachedItem{raw: bytes.Clone(v), item: it}
+				fresh = append(fresh, c)
+				listed = append(listed, &c.item)
+				return nil
+			}
 		}
 		it, err := decode[bot.OutboxItem](v, "outbox item "+string(k))
 		if err != nil {

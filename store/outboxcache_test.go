@@ -69,11 +69,13 @@ func TestOutboxItemsAreCopies(t *testing.T) {
 // BenchmarkOutbox lists an outbox of 1000 status cards, as the dispatcher does on every pass
 // while a thousand runs go: "unchanged", none of them changed since the listing before;
 // "one changed", one card put again before each listing (not measured), as in the
-// makespan scenario, where some run checkpoints between any two passes; "shuffled", the
+// makespan scenario, where some run checkpoints between any two passes; "a tenth put
+// again", a hundred cards put again at a new time before each listing, as checkpoints put
+// them; "shuffled", the
 // cards' times in another order than their keys, as runs that checkpoint at their own pace
 // put them, so that listing them oldest first moves them.
 func BenchmarkOutbox(b *testing.B) {
-	for _, mode := range []string{"unchanged", "one changed", "shuffled"} {
+	for _, mode := range []string{"unchanged", "one changed", "a tenth put again", "shuffled"} {
 		b.Run(mode, func(b *testing.B) {
 			db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
 			var items []bot.OutboxItem
@@ -89,12 +91,24 @@ func BenchmarkOutbox(b *testing.B) {
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				if mode == "one changed" {
+				switch mode {
+				case "one changed":
 					b.StopTimer()
 					it := items[n%len(items)]
 					n++
 					it.Attempts = n
 					putOutboxItems(b, db, it)
+					b.StartTimer()
+				case "a tenth put again":
+					b.StopTimer()
+					again := make([]bot.OutboxItem, 0, 100)
+					for range 100 {
+						it := items[n%len(items)]
+						n++
+						it.CreatedAt = it.CreatedAt.Add(time.Duration(n) * time.Millisecond)
+						again = append(again, it)
+					}
+					putOutboxItems(b, db, again...)
 					b.StartTimer()
 				}
 				if got := listOutbox(b, db); len(got) != 1000 {
