@@ -124,10 +124,11 @@ func settleSent(tx Tx, r result) error {
 		switch held, told := cardHeld(tx, r.it); {
 		case held:
 		case told:
-			// Put again since it was listed: the item stays and goes again, rendered
-			// then from the newest records, so the writer renders nothing. Should those
-			// look as what was sent, the worker finds the channel shows it already
-			// (shown) and settles the item without a call.
+			// Put again since it was listed (or taken out, which leaves nothing to
+			// do): the item stays and goes again, rendered then from the newest
+			// records, so the writer renders nothing. Should those look as what was
+			// sent, the worker finds the channel shows it already (shown) and settles
+			// the item without a call.
 			return nil
 		default:
 			if now, err := render(tx, r.it); err == nil && !reflect.DeepEqual(now, r.msg) {
