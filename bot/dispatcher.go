@@ -106,11 +106,19 @@ type ThreadPaced interface {
 }
 
 // paceKey names the pacing state a call to thread t counts against.
-func (d *dispatcher) paceKey(t ThreadRef) string {
+func (d *dispatcher) paceKey(t ThreadRef) string { return string(d.appendPaceKey(nil, t)) }
+
+// appendPaceKey appends t's pace key to b: a pass looks a thousand items' channels up
+// by their keys' bytes, which makes no string of each.
+func (d *dispatcher) appendPaceKey(b []byte, t ThreadRef) []byte {
+	b = append(append(b, t.Platform...), '/')
 	if p, ok := d.platforms[t.Platform].(ThreadPaced); ok && p.PacedPerThread() {
-		return t.Key()
+		// ThreadRef.Key.
+		b = append(append(b, t.Workspace...), '/')
+		b = append(append(b, t.Channel...), '/')
+		return append(b, t.Thread...)
 	}
-	return t.Platform + "/" + t.Channel
+	return append(b, t.Channel...)
 }
 
 // poke wakes the loop without blocking.
@@ -127,6 +135,8 @@ const (
 
 // channel is the dispatcher's pacing state for one platform channel.
 type channel struct {
+	// key is the channel's pace key (paceKey), its key in dispatcher.channels.
+	key string
 	// free is when the channel may be called again: EditInterval after the end of its last
 	// call. The platform may have received that call at any moment until it answered, so
 	// counting from the end, not the start, is what keeps calls EditInterval apart as the
@@ -165,7 +175,7 @@ type unsettled struct {
 func (d *dispatcher) channel(key string) *channel {
 	ch := d.channels[key]
 	if ch == nil {
-		ch = &channel{}
+		ch = &channel{key: key}
 		d.channels[key] = ch
 	}
 	return ch
@@ -332,9 +342,14 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 		}
 	}
 	now := time.Now()
+	var keyBuf []byte
 	for _, it := range items {
-		key := d.paceKey(it.Thread)
-		ch := d.channel(key)
+		keyBuf = d.appendPaceKey(keyBuf[:0], it.Thread)
+		ch := d.channels[string(keyBuf)]
+		if ch == nil {
+			ch = d.channel(string(keyBuf))
+		}
+		key := ch.key
 		ch.waiting++
 		// Whatever happens to a channel's first item, its later items wait for it.
 		if ch.waiting > 1 || ctx.Err() != nil {

@@ -50,16 +50,17 @@ func TestAPassQueuesOneItemAChannelAndForgetsIdleChannels(t *testing.T) {
 	d := newDispatcher(s, map[string]Platform{"test": nopPlatform{}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, time.Now)
 	d.workers = 0 // the queue is left as the pass made it
 	sent := &unsettled{ref: MessageRef{ID: "m1"}}
-	d.channels = map[string]*channel{
-		"test/C3": {},                                                      // nothing waits: forgotten
-		"test/C4": {unsettled: map[string]*unsettled{"notice/gone": sent}}, // what it kept is gone: forgotten
-		"test/C5": {unsettled: map[string]*unsettled{"notice/c5": sent}},   // still stored: kept
-		"test/C6": {free: time.Now().Add(time.Hour)},                       // still paced: kept
-	}
+	d.channel("test/C3")                                                        // nothing waits: forgotten
+	d.channel("test/C4").unsettled = map[string]*unsettled{"notice/gone": sent} // what it kept is gone: forgotten
+	d.channel("test/C5").unsettled = map[string]*unsettled{"notice/c5": sent}   // still stored: kept
+	d.channel("test/C6").free = time.Now().Add(time.Hour)                       // still paced: kept
 	d.pass(t.Context())
 	var queued []string
 	for _, j := range d.queue {
 		queued = append(queued, j.it.Key)
+		if want := d.paceKey(j.it.Thread); j.key != want {
+			t.Errorf("%s queued for channel %q, want %q", j.it.Key, j.key, want)
+		}
 	}
 	if want := []string{"notice/c1-a", "notice/c2", "notice/c5"}; !slices.Equal(queued, want) {
 		t.Errorf("the pass queued %v, want %v", queued, want)
@@ -102,6 +103,34 @@ func BenchmarkPass(b *testing.B) {
 	for b.Loop() {
 		if _, _, read := d.pass(b.Context()); read != 1000 {
 			b.Fatalf("%d items read", read)
+		}
+	}
+}
+
+// threadPacedPlatform is a platform paced per thread, as the console and Discord are.
+type threadPacedPlatform struct{ Platform }
+
+func (threadPacedPlatform) PacedPerThread() bool { return true }
+
+// TestPaceKeyIsTheChannelOrTheThread checks the pace keys a pass looks channels up by, which
+// the holds are stored under too: the platform and channel, or the whole thread on a
+// platform paced per thread (ThreadRef.Key).
+func TestPaceKeyIsTheChannelOrTheThread(t *testing.T) {
+	d := newDispatcher(&listedOutbox{}, map[string]Platform{"slack": nopPlatform{}, "web": threadPacedPlatform{}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, time.Now)
+	slack := ThreadRef{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "1.2"}
+	web := ThreadRef{Platform: "web", Workspace: "w", Channel: "console", Thread: "t-9"}
+	for _, tt := range []struct {
+		thread ThreadRef
+		want   string
+	}{
+		{slack, "slack/C1"},
+		{web, web.Key()},
+	} {
+		if got := d.paceKey(tt.thread); got != tt.want {
+			t.Errorf("pace key of %+v = %q, want %q", tt.thread, got, tt.want)
+		}
+		if got := string(d.appendPaceKey([]byte("x"), tt.thread)); got != "x"+tt.want {
+			t.Errorf("appended pace key of %+v = %q, want %q", tt.thread, got, "x"+tt.want)
 		}
 	}
 }
