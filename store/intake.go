@@ -42,8 +42,9 @@ import (
 // duplicates to the sync, as bbolt's writes go through its one writer.
 //
 // The journal is made in the background after Open, so a start does not wait for it, and
-// until it is ready, when a batch does not fit even after a move, or after the journal
-// failed a write, Accept stores the events in a bbolt transaction as before.
+// until it is ready, for a batch larger than the journal, and after the journal failed a
+// write, Accept stores the events in a bbolt transaction as before: its AddInbox moves
+// the journal's entries first, so it finds them.
 
 const (
 	// intakeSize is the journal's size: a burst of 500 Slack mentions takes about 190 KB.
@@ -422,6 +423,10 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 	if len(starts) == 0 {
 		return added, nil
 	}
+	if intakeHeader+len(buf) > intakeSize {
+		// Larger than the whole journal.
+		return db.acceptInTx(ctx, replica, seq, evs)
+	}
 	if j.off+int64(len(buf)) > intakeSize && j.lastPos().after(stored) {
 		// Full: what it holds is moved into the inbox, and the batch starts it again.
 		err := db.updateFirst(ctx, func(t *tx) error { return t.moveIntake() })
@@ -437,9 +442,6 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 	}
 	if !j.lastPos().after(stored) && j.off > intakeHeader {
 		j.turn(stored)
-	}
-	if j.off+int64(len(buf)) > intakeSize {
-		return db.acceptInTx(ctx, replica, seq, evs)
 	}
 	for k, start := range starts {
 		end := len(buf)

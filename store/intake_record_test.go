@@ -66,3 +66,5 @@ func FuzzIntakeRecord(f *testing.F) {
 		}
 	})
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
