@@ -212,10 +212,8 @@ func (j *intake) replay(db *DB, f *os.File, id uint64, stored position) error {
 			return db.bolt.Update(func(btx *bolt.Tx) error {
 				inbox := btx.Bucket(bucketInbox)
 				for _, r := range recs {
-					if inbox.Get([]byte(r.id)) == nil {
-						if err := inbox.Put([]byte(r.id), r.data); err != nil {
-							return err
-						}
+					if err := inbox.Put([]byte(r.id), r.data); err != nil {
+						return err
 					}
 				}
 				return putPosition(btx, id, recs[len(recs)-1].end)
@@ -597,8 +595,10 @@ func (t *tx) moveIntake() error {
 		return fmt.Errorf("move intake journal: %w", err)
 	}
 	t.wrote = true
+	// An event is journaled only when it is neither in the inbox nor journaled already, so
+	// each record is put as it is.
 	for _, r := range recs {
-		if !r.end.after(stored) || inbox.Get([]byte(r.id)) != nil {
+		if !r.end.after(stored) {
 			continue
 		}
 		if err := inbox.Put([]byte(r.id), r.data); err != nil {

@@ -517,3 +517,39 @@ func TestIntakeCancelledMaking(t *testing.T) {
 		t.Error("accepted after Close")
 	}
 }
+
+// TestIntakeReadSnapshot reads the inbox in a read transaction while the journal's entries
+// are moved and let go: it sees each entry once, from the journal or the inbox, or, once the
+// journal no longer holds what its snapshot needs, fails rather than miss one.
+func TestIntakeReadSnapshot(t *testing.T) {
+	db := openJournaled(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	defer db.Close()
+	accept(t, db, 1, "Ev1")
+	read := func(tx bot.Tx) []string {
+		es, err := tx.Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range es {
+			ids = append(ids, e.Event.ID)
+		}
+		return ids
+	}
+	err := db.View(t.Context(), func(tx bot.Tx) error {
+		wantIDs(t, "before the move", read(tx), "Ev1")
+		deleteInbox(t, db, "none") // moves Ev1
+		accept(t, db, 2, "Ev2")    // a new generation
+		wantIDs(t, "after the move", read(tx), "Ev1", "Ev2")
+		deleteInbox(t, db, "none")
+		accept(t, db, 3, "Ev3") // lets Ev1's generation go
+		if _, err := tx.Inbox(); !errors.Is(err, errIntakeSnapshot) {
+			t.Errorf("an inbox read from a snapshot older than the journal: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "a new read", inboxIDs(t, db), "Ev1", "Ev2", "Ev3")
+}

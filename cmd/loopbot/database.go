@@ -54,7 +54,7 @@ func openDatabase(ctx context.Context, cfg StoreConfig, log *slog.Logger, met *m
 		log.Info("database connected", "backend", backendPostgres, "url", db.URL(), "schema_version", v)
 		return db, nil
 	}
-	return store.Open(cfg.Path, store.WithLockTimeout(time.Duration(cfg.LockTimeout)),
+	return store.Open(cfg.Path, store.WithLockTimeout(time.Duration(cfg.LockTimeout)), store.WithIntake(),
 		store.WithQuarantineHook(func(q store.Quarantined) { quarantined(log, met, q) }))
 }
 
