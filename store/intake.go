@@ -62,6 +62,16 @@ var (
 	metaIntake = []byte("intake_position")
 )
 
+// IntakeReplayed is how many accepted events Open found in the intake journal and moved
+// into the inbox: those an earlier process acknowledged and had not yet moved when it
+// ended without Close.
+func (db *DB) IntakeReplayed() int {
+	if db.intake == nil {
+		return 0
+	}
+	return db.intake.replayed
+}
+
 // IntakePath is where the intake journal of the database at path is kept.
 func IntakePath(path string) string { return path + ".intake" }
 
@@ -126,6 +136,8 @@ type intake struct {
 	turned position
 	closed bool
 	err    error // why the journal is not in use, when it failed
+	// replayed is how many entries Open found in the journal not yet moved.
+	replayed int
 
 	// The records written (rmu): every record after base, in order.
 	rmu  sync.Mutex
@@ -223,6 +235,7 @@ func (j *intake) replay(db *DB, f *os.File, id uint64, stored position) error {
 			return fmt.Errorf("move the intake journal into the inbox: %w", err)
 		}
 		stored = recs[len(recs)-1].end
+		j.replayed = len(recs)
 	}
 	j.f, j.id = f, id
 	// The next batch starts a generation newer than any the scan can meet.
