@@ -359,7 +359,7 @@ func writeJournal(ctx context.Context, path string, id uint64) error {
 			os.Remove(tmp)
 		}
 	}()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 8<<10)
 	copy(buf, intakeMagic)
 	binary.LittleEndian.PutUint64(buf[8:], id)
 	for off := 0; off < intakeSize; off += len(buf) {
