@@ -416,7 +416,13 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 		return nil, fmt.Errorf("look up inbox: %w", err)
 	}
 	// Each added event's record, the header filled in once the generation is known.
-	buf := make([]byte, 0, 512*len(evs))
+	size := 0
+	for i, ev := range evs {
+		if added[i] {
+			size += recordHeader + 320 + len(ev.Text)
+		}
+	}
+	buf := make([]byte, 0, size)
 	var starts []int
 	e := bot.InboxEntry{Replica: replica}
 	for i, ev := range evs {
