@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -528,13 +529,18 @@ func (j *intake) fresh(ctx context.Context, db *DB, evs []bot.Event) ([]bool, po
 		j.rmu.Lock()
 		defer j.rmu.Unlock()
 		stored = storedPosition(t.btx, j.id)
+		// One cursor for the batch: bbolt's Get makes one for each key.
+		c := inbox.Cursor()
+		var key []byte
 		for i, ev := range evs {
 			if ev.ID == "" {
 				return errors.New("an event without an ID")
 			}
 			_, journaled := j.ids[ev.ID]
 			_, twice := seen[ev.ID]
-			added[i] = !journaled && !twice && inbox.Get([]byte(ev.ID)) == nil
+			key = append(key[:0], ev.ID...)
+			k, _ := c.Seek(key)
+			added[i] = !journaled && !twice && !bytes.Equal(k, key)
 			if seen != nil {
 				seen[ev.ID] = struct{}{}
 			}
