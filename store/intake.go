@@ -127,6 +127,11 @@ type intakeRecord struct {
 type intake struct {
 	path string
 
+	// The calls to AcceptInbox waiting for the one writing (qmu).
+	qmu     sync.Mutex
+	queue   []*acceptance
+	writing bool
+
 	// The writer's state (wmu, held from the check for duplicates through the sync).
 	wmu sync.Mutex
 	f   *os.File // nil until the journal is ready, and after it closed or failed
@@ -136,6 +141,7 @@ type intake struct {
 	// are let go at the next start of a generation.
 	turned position
 	closed bool
+	writes int   // batches written, for tests
 	err    error // why the journal is not in use, when it failed
 	// replayed is how many entries Open found in the journal not yet moved.
 	replayed int
@@ -402,48 +408,118 @@ func syncDir(dir string) error {
 // AddInbox does each, and reports which it added: false for one whose ID is waiting
 // already, in the inbox or the journal, or earlier in evs. It returns once they are
 // durable, in the journal (one write and one fdatasync) or in a bbolt transaction.
+//
+// Calls that arrive while the journal is being written wait together, and the first of
+// them writes them all with one sync, as bbolt's group commit does (group.go): HTTP
+// deliveries come one a request, many at once.
 func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []bot.Event) ([]bool, error) {
+	a := &acceptance{replica: replica, seq: seq, evs: evs, done: make(chan bool, 1)}
 	j := db.intake
 	if j == nil {
-		return db.acceptInTx(ctx, replica, seq, evs)
+		db.acceptInTx(ctx, []*acceptance{a})
+		return a.added, a.err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j.qmu.Lock()
+	j.queue = append(j.queue, a)
+	lead := !j.writing
+	j.writing = true
+	j.qmu.Unlock()
+	if !lead && !<-a.done {
+		return a.added, a.err
+	}
+	// a is first in the queue: it found no write under way, or was told to write when
+	// first; the calls since came behind it.
+	j.qmu.Lock()
+	group := j.queue
+	j.queue = nil
+	j.qmu.Unlock()
+	defer func() {
+		// Deferred, so that the callers behind are told even if this one's goroutine ends.
+		j.qmu.Lock()
+		if len(j.queue) > 0 {
+			j.queue[0].done <- true
+		} else {
+			j.writing = false
+		}
+		j.qmu.Unlock()
+		for _, o := range group[1:] {
+			o.done <- false
+		}
+	}()
+	// The others' callers wait on this one's write: it does not end with this caller's
+	// context.
+	db.acceptGroup(context.WithoutCancel(ctx), group)
+	return a.added, a.err
+}
+
+// acceptance is one AcceptInbox call: its events, and once it is written, its result.
+type acceptance struct {
+	replica string
+	seq     int64
+	evs     []bot.Event
+	added   []bool
+	err     error
+	done    chan bool // true: write the queue; false: added and err are the result
+}
+
+// acceptGroup makes group's events durable with one write and one sync of the journal, or
+// in one transaction when the journal cannot take them.
+func (db *DB) acceptGroup(ctx context.Context, group []*acceptance) {
+	j := db.intake
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	if j.f == nil {
-		return db.acceptInTx(ctx, replica, seq, evs)
+		db.acceptInTx(ctx, group)
+		return
 	}
-	added, stored, err := j.fresh(ctx, db, evs)
+	fail := func(err error) {
+		for _, a := range group {
+			a.added, a.err = nil, err
+		}
+	}
+	stored, err := j.fresh(ctx, db, group)
 	if err != nil {
-		return nil, fmt.Errorf("look up inbox: %w", err)
+		fail(fmt.Errorf("look up inbox: %w", err))
+		return
 	}
 	// Each added event's record, the header filled in once the generation is known.
 	size := 0
-	for i, ev := range evs {
-		if added[i] {
-			size += recordHeader + 320 + len(ev.Text)
+	for _, a := range group {
+		for i, ev := range a.evs {
+			if a.added[i] {
+				size += recordHeader + 320 + len(ev.Text)
+			}
 		}
 	}
 	buf := make([]byte, 0, size)
 	var starts []int
-	e := bot.InboxEntry{Replica: replica}
-	for i, ev := range evs {
-		if !added[i] {
-			continue
+	var ids []string
+	for _, a := range group {
+		e := bot.InboxEntry{Replica: a.replica}
+		for i, ev := range a.evs {
+			if !a.added[i] {
+				continue
+			}
+			var start int
+			buf, start = beginRecord(buf)
+			e.Seq, e.Event = a.seq+int64(i), ev
+			if buf, err = appendInboxEntry(buf, &e); err != nil {
+				fail(fmt.Errorf("put inbox entry %s: %w", ev.ID, err))
+				return
+			}
+			starts, ids = append(starts, start), append(ids, ev.ID)
 		}
-		var start int
-		buf, start = beginRecord(buf)
-		e.Seq, e.Event = seq+int64(i), ev
-		if buf, err = appendInboxEntry(buf, &e); err != nil {
-			return nil, fmt.Errorf("put inbox entry %s: %w", ev.ID, err)
-		}
-		starts = append(starts, start)
 	}
 	if len(starts) == 0 {
-		return added, nil
+		return
 	}
 	if intakeHeader+len(buf) > intakeSize {
 		// Larger than the whole journal.
-		return db.acceptInTx(ctx, replica, seq, evs)
+		db.acceptInTx(ctx, group)
+		return
 	}
 	if j.off+int64(len(buf)) > intakeSize && j.lastPos().after(stored) {
 		// Full: what it holds is moved into the inbox, and the batch starts it again.
@@ -455,18 +531,20 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 			})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("move intake journal: %w", err)
+			fail(fmt.Errorf("move intake journal: %w", err))
+			return
 		}
 	}
 	if !j.lastPos().after(stored) && j.off > intakeHeader {
 		j.turn(stored)
 	}
+	ends := make([]int, len(starts))
 	for k, start := range starts {
-		end := len(buf)
+		ends[k] = len(buf)
 		if k+1 < len(starts) {
-			end = starts[k+1]
+			ends[k] = starts[k+1]
 		}
-		endRecord(buf[:end], start, j.gen)
+		endRecord(buf[:ends[k]], start, j.gen)
 	}
 	if err := j.write(buf); err != nil {
 		// Not acknowledged, so a record that reached the disk anyway is an event the
@@ -474,24 +552,16 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 		j.err = err
 		j.f.Close()
 		j.f = nil
-		return db.acceptInTx(ctx, replica, seq, evs)
+		db.acceptInTx(ctx, group)
+		return
 	}
-	recs := make([]intakeRecord, 0, len(starts))
-	k := 0
-	for i, ev := range evs {
-		if !added[i] {
-			continue
-		}
-		end := len(buf)
-		if k+1 < len(starts) {
-			end = starts[k+1]
-		}
-		recs = append(recs, intakeRecord{
-			end: position{gen: j.gen, off: uint32(j.off) + uint32(end)},
-			id:  ev.ID, data: buf[starts[k]+recordHeader : end : end]})
-		k++
+	recs := make([]intakeRecord, len(starts))
+	for k, start := range starts {
+		recs[k] = intakeRecord{end: position{gen: j.gen, off: uint32(j.off) + uint32(ends[k])},
+			id: ids[k], data: buf[start+recordHeader : ends[k] : ends[k]]}
 	}
 	j.off += int64(len(buf))
+	j.writes++
 	j.rmu.Lock()
 	j.recs = append(j.recs, recs...)
 	for _, r := range recs {
@@ -499,7 +569,6 @@ func (db *DB) AcceptInbox(ctx context.Context, replica string, seq int64, evs []
 	}
 	j.last = recs[len(recs)-1].end
 	j.rmu.Unlock()
-	return added, nil
 }
 
 // write writes buf at the journal's offset and syncs it.
@@ -513,12 +582,17 @@ func (j *intake) write(buf []byte) error {
 	return nil
 }
 
-// fresh reports which of evs are not waiting already, and the committed position.
-func (j *intake) fresh(ctx context.Context, db *DB, evs []bot.Event) ([]bool, position, error) {
-	added := make([]bool, len(evs))
+// fresh sets which of each acceptance's events are not waiting already, and returns the
+// committed position.
+func (j *intake) fresh(ctx context.Context, db *DB, group []*acceptance) (position, error) {
+	n := 0
+	for _, a := range group {
+		a.added = make([]bool, len(a.evs))
+		n += len(a.evs)
+	}
 	var seen map[string]struct{}
-	if len(evs) > 1 {
-		seen = make(map[string]struct{}, len(evs))
+	if n > 1 {
+		seen = make(map[string]struct{}, n)
 	}
 	var stored position
 	err := db.do(ctx, false, func(t *tx) error {
@@ -532,42 +606,47 @@ func (j *intake) fresh(ctx context.Context, db *DB, evs []bot.Event) ([]bool, po
 		// One cursor for the batch: bbolt's Get makes one for each key.
 		c := inbox.Cursor()
 		var key []byte
-		for i, ev := range evs {
-			if ev.ID == "" {
-				return errors.New("an event without an ID")
-			}
-			_, journaled := j.ids[ev.ID]
-			_, twice := seen[ev.ID]
-			key = append(key[:0], ev.ID...)
-			k, _ := c.Seek(key)
-			added[i] = !journaled && !twice && !bytes.Equal(k, key)
-			if seen != nil {
-				seen[ev.ID] = struct{}{}
+		for _, a := range group {
+			for i, ev := range a.evs {
+				if ev.ID == "" {
+					return errors.New("an event without an ID")
+				}
+				_, journaled := j.ids[ev.ID]
+				_, twice := seen[ev.ID]
+				key = append(key[:0], ev.ID...)
+				k, _ := c.Seek(key)
+				a.added[i] = !journaled && !twice && !bytes.Equal(k, key)
+				if seen != nil {
+					seen[ev.ID] = struct{}{}
+				}
 			}
 		}
 		return nil
 	})
-	return added, stored, err
+	return stored, err
 }
 
-// acceptInTx is AcceptInbox in a bbolt transaction.
-func (db *DB) acceptInTx(ctx context.Context, replica string, seq int64, evs []bot.Event) ([]bool, error) {
-	added := make([]bool, len(evs))
+// acceptInTx makes group's events durable in one bbolt transaction, as AddInbox adds each.
+func (db *DB) acceptInTx(ctx context.Context, group []*acceptance) {
 	err := db.UpdateFirst(ctx, func(tx bot.Tx) error {
-		e := bot.InboxEntry{Replica: replica}
-		for i, ev := range evs {
-			e.Seq, e.Event = seq+int64(i), ev
-			var err error
-			if added[i], err = tx.AddInbox(&e); err != nil {
-				return err
+		for _, a := range group {
+			a.added = make([]bool, len(a.evs))
+			e := bot.InboxEntry{Replica: a.replica}
+			for i, ev := range a.evs {
+				e.Seq, e.Event = a.seq+int64(i), ev
+				var err error
+				if a.added[i], err = tx.AddInbox(&e); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		for _, a := range group {
+			a.added, a.err = nil, err
+		}
 	}
-	return added, nil
 }
 
 func (j *intake) lastPos() position {

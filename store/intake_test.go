@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -552,4 +553,60 @@ func TestIntakeReadSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantIDs(t, "a new read", inboxIDs(t, db), "Ev1", "Ev2", "Ev3")
+}
+
+// TestIntakeGroupsConcurrentAccepts holds the journal's writer while two more calls queue
+// behind the one waiting for it: they are written together, with one sync, and a redelivery
+// in the one is found in the other.
+func TestIntakeGroupsConcurrentAccepts(t *testing.T) {
+	db := openJournaled(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	defer db.Close()
+	j := db.intake
+	j.wmu.Lock()
+	results := make([][]bool, 3)
+	var wg sync.WaitGroup
+	for i, ids := range [][]string{{"Ev1"}, {"Ev2", "Ev3"}, {"Ev3", "Ev4"}} {
+		if i > 0 {
+			// The first holds the lead and waits for the writer; the others queue in order.
+			waitFor(t, func() bool {
+				j.qmu.Lock()
+				defer j.qmu.Unlock()
+				return len(j.queue) == i-1 && j.writing
+			})
+		}
+		wg.Go(func() {
+			var err error
+			if results[i], err = db.AcceptInbox(context.Background(), "r", int64(10*i), intakeEvents(ids...)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, func() bool {
+		j.qmu.Lock()
+		defer j.qmu.Unlock()
+		return len(j.queue) == 2
+	})
+	writes := j.writes
+	j.wmu.Unlock()
+	wg.Wait()
+	if got := j.writes - writes; got != 2 {
+		t.Errorf("%d journal writes, want 2: the first alone, the two behind it together", got)
+	}
+	want := [][]bool{{true}, {true, true}, {false, true}}
+	for i := range want {
+		wantAdded(t, results[i], want[i]...)
+	}
+	wantIDs(t, "inbox", inboxIDs(t, db), "Ev1", "Ev2", "Ev3", "Ev4")
+}
+
+// waitFor waits until cond holds, which another goroutine is about to make true.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition never held")
+		}
+		runtime.Gosched()
+	}
 }
