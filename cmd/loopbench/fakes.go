@@ -75,14 +75,14 @@ func median(ds []time.Duration) time.Duration {
 	return (ds[m-1] + ds[m]) / 2
 }
 
-// tempStore opens the real bbolt store in a fresh temporary directory; closeStore closes it
-// and removes the directory.
+// tempStore opens the real bbolt store in a fresh temporary directory, with its intake
+// journal as loopbot opens it; closeStore closes it and removes the directory.
 func tempStore(prefix string) (db *store.DB, closeStore func(), err error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, nil, fmt.Errorf("temp dir: %w", err)
 	}
-	db, err = store.Open(filepath.Join(dir, "bench.db"))
+	db, err = store.Open(filepath.Join(dir, "bench.db"), store.WithIntake())
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("open store: %w", err)
