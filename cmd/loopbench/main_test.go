@@ -17,12 +17,12 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary be the makespan scenario's model process, as loopbench
-// itself is when the scenario starts it again.
+// TestMain lets the test binary be the makespan scenario's model process and the ack
+// scenario's fake Slack, as loopbench itself is when a scenario starts it again.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(modelProcessEnv); spec != "" {
-		if err := serveModel(spec, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "loopbench model process:", err)
+	if child, err := serveAsChild(); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loopbench child process:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
