@@ -72,10 +72,13 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if err := fake.prepare(waitCtx, o.ackEvents, o.ackDrop); err != nil {
+		return nil, fmt.Errorf("prepare the burst: %w", err)
+	}
 	// The burst's start and end are marked in an execution trace (-trace), so that it can
 	// be told apart from the scenario's setup and the runs it starts.
 	trace.Log(ctx, "ack", "burst start")
-	if err := fake.burst(waitCtx, o.ackEvents, o.ackDrop); err != nil {
+	if err := fake.burst(waitCtx); err != nil {
 		return nil, fmt.Errorf("burst: %w", err)
 	}
 	trace.Log(ctx, "ack", "burst acknowledged")

@@ -245,8 +245,8 @@ func TestMakespanModels(t *testing.T) {
 	}
 }
 
-// TestTraceFlag takes an execution trace of a small makespan scenario: it names the burst's
-// region, which is what a reader of go tool trace looks for.
+// TestTraceFlag takes an execution trace of a small makespan scenario and of a small ack
+// scenario: each names its burst, which is what a reader of go tool trace looks for.
 func TestTraceFlag(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.out")
 	figuresOf(t, "-scenarios=makespan", "-trace="+path, "-makespan-runs=3", "-makespan-steps=2", "-makespan-latency=1ms")
@@ -257,6 +257,16 @@ func TestTraceFlag(t *testing.T) {
 	for _, want := range []string{"makespan burst", "store: group"} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("the trace (%d bytes) does not name %q", len(data), want)
+		}
+	}
+	// The ack scenario marks its burst, sent from the fake's process, in this one's trace.
+	figuresOf(t, "-scenarios=ack", "-trace="+path, "-ack-events=5")
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"burst start", "burst acknowledged"} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("the ack scenario's trace (%d bytes) does not name %q", len(data), want)
 		}
 	}
 }

@@ -23,12 +23,14 @@ import (
 //
 // The child (child_process.go) prints its Web API URL, then answers these lines:
 //
-//	connections N      "ok" once N Socket Mode connections have been accepted
-//	burst N [drop ID]  "ok" once envelopes env-0 .. env-N-1 (ackBurst) are sent back to back
-//	                   and N acks are read; with drop, the connection is dropped at the
-//	                   ack of envelope ID, for the test that a redelivery fails the scenario
-//	acks               a JSON line of the acks read (ackRecord), in order
-//	close              "ok" once the fake is closed (its records stay)
+//	connections N        "ok" once N Socket Mode connections have been accepted
+//	prepare N [drop ID]  "ok" once envelopes env-0 .. env-N-1 (ackBurst) are made; with
+//	                     drop, the connection will be dropped at the ack of envelope ID,
+//	                     for the test that a redelivery fails the scenario
+//	burst                "ok" once the prepared envelopes are sent back to back and as
+//	                     many acks are read
+//	acks                 a JSON line of the acks read (ackRecord), in order
+//	close                "ok" once the fake is closed (its records stay)
 //
 // and an error as "error: text".
 
@@ -53,9 +55,11 @@ type slackEnd interface {
 // ackSlack is the ack scenario's fake Slack, in this process or in a child.
 type ackSlack interface {
 	slackEnd
-	// burst sends envelopes env-0 .. env-n-1 (ackBurst) back to back and waits for n acks;
-	// with drop, the connection is dropped at the ack of envelope drop.
-	burst(ctx context.Context, n int, drop string) error
+	// prepare makes the burst's n envelopes (ackBurst); with drop, the connection will be
+	// dropped at the ack of envelope drop.
+	prepare(ctx context.Context, n int, drop string) error
+	// burst sends the prepared envelopes back to back and waits for their acks.
+	burst(ctx context.Context) error
 	// acks returns the acks read so far, in order.
 	acks(ctx context.Context) ([]ackRecord, error)
 }
@@ -85,40 +89,49 @@ func ackBurst(n int) (ids []string, payloads []json.RawMessage, err error) {
 }
 
 // inlineSlack is slackfake's Server in this process.
-type inlineSlack struct{ *slackfake.Server }
-
-func newInlineSlack() (inlineSlack, error) {
-	s, err := slackfake.New()
-	return inlineSlack{s}, err
+type inlineSlack struct {
+	*slackfake.Server
+	// ids and payloads are the prepared burst's.
+	ids      []string
+	payloads []json.RawMessage
 }
 
-func (s inlineSlack) close() error {
+func newInlineSlack() (*inlineSlack, error) {
+	s, err := slackfake.New()
+	return &inlineSlack{Server: s}, err
+}
+
+func (s *inlineSlack) close() error {
 	s.Close()
 	return nil
 }
 
-func (s inlineSlack) burst(ctx context.Context, n int, drop string) error {
-	ids, payloads, err := ackBurst(n)
-	if err != nil {
+func (s *inlineSlack) prepare(_ context.Context, n int, drop string) error {
+	var err error
+	if s.ids, s.payloads, err = ackBurst(n); err != nil {
 		return err
 	}
 	if drop != "" {
 		s.DropConnectionOnAck(drop)
 	}
-	for i, p := range payloads {
-		if err := s.Send("events_api", ids[i], p); err != nil {
+	return nil
+}
+
+func (s *inlineSlack) burst(ctx context.Context) error {
+	for i, p := range s.payloads {
+		if err := s.Send("events_api", s.ids[i], p); err != nil {
 			return fmt.Errorf("send envelope %d: %w", i, err)
 		}
 	}
 	// The wait runs on the cores the burst shares: it wakes once, at the last ack, rather
 	// than at every ack the fake reads.
-	if err := s.WaitAcks(ctx, n); err != nil {
-		return fmt.Errorf("%d of %d envelopes acknowledged: %w", s.AckCount(), n, err)
+	if err := s.WaitAcks(ctx, len(s.ids)); err != nil {
+		return fmt.Errorf("%d of %d envelopes acknowledged: %w", s.AckCount(), len(s.ids), err)
 	}
 	return nil
 }
 
-func (s inlineSlack) acks(context.Context) ([]ackRecord, error) {
+func (s *inlineSlack) acks(context.Context) ([]ackRecord, error) {
 	acks := s.Acks()
 	out := make([]ackRecord, len(acks))
 	for i, a := range acks {
@@ -161,12 +174,17 @@ func (p *slackProcess) WaitConnections(ctx context.Context, n int) error {
 	return err
 }
 
-func (p *slackProcess) burst(ctx context.Context, n int, drop string) error {
-	command := fmt.Sprintf("burst %d", n)
+func (p *slackProcess) prepare(ctx context.Context, n int, drop string) error {
+	command := fmt.Sprintf("prepare %d", n)
 	if drop != "" {
 		command += " drop " + drop
 	}
-	_, err := p.command(ctx, command, 3*time.Minute)
+	_, err := p.command(ctx, command, time.Minute)
+	return err
+}
+
+func (p *slackProcess) burst(ctx context.Context) error {
+	_, err := p.command(ctx, "burst", 3*time.Minute)
 	return err
 }
 
@@ -217,7 +235,7 @@ func serveSlack(in io.Reader, out io.Writer) error {
 }
 
 // slackCommand carries out one command line of the fake's process and returns its answer.
-func slackCommand(fake inlineSlack, line string) (string, error) {
+func slackCommand(fake *inlineSlack, line string) (string, error) {
 	ctx := context.Background()
 	f := strings.Fields(line)
 	switch {
@@ -229,18 +247,20 @@ func slackCommand(fake inlineSlack, line string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return "ok", fake.WaitConnections(ctx, n)
-	case (len(f) == 2 || len(f) == 4 && f[2] == "drop") && f[0] == "burst":
+	case (len(f) == 2 || len(f) == 4 && f[2] == "drop") && f[0] == "prepare":
 		n, err := strconv.Atoi(f[1])
 		if err != nil || n < 1 {
-			return "", fmt.Errorf("burst %q: want a positive number of envelopes", f[1])
+			return "", fmt.Errorf("prepare %q: want a positive number of envelopes", f[1])
 		}
 		drop := ""
 		if len(f) == 4 {
 			drop = f[3]
 		}
+		return "ok", fake.prepare(ctx, n, drop)
+	case len(f) == 1 && f[0] == "burst":
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return "ok", fake.burst(ctx, n, drop)
+		return "ok", fake.burst(ctx)
 	case len(f) == 1 && f[0] == "acks":
 		acks, _ := fake.acks(ctx)
 		b, err := json.Marshal(acks)
