@@ -248,20 +248,25 @@ func decodeCallbackFields(body []byte) (cb callback, m message, err error) {
 // false when the pass failed or found no event in an event_callback with an event_id (for
 // the second pass to say what is wrong).
 func (d *callbackDecoder) callbackInOnePass(body []byte) (cb callback, m message, ok bool) {
+	d.reset(body)
+	if cb, m, ok = d.callbackAt(body); !ok || d.end() != nil {
+		return callback{}, message{}, false
+	}
+	return cb, m, true
+}
+
+// callbackAt is callbackInOnePass of the callback object that begins next in in, which the
+// decoder reads (the whole body, or a Socket Mode frame whose payload it is).
+func (d *callbackDecoder) callbackAt(in []byte) (cb callback, m message, ok bool) {
 	sawEvent := false
-	if err := d.callbackMembers(body, &cb, func() error {
-		// The value starts after the white space and the colon that follow its key, and
-		// ends where the decoder stands once it is read.
-		start := int(d.dec.InputOffset())
-		for start < len(body) && (body[start] == ' ' || body[start] == '\t' || body[start] == '\n' || body[start] == '\r' || body[start] == ':') {
-			start++
-		}
+	if err := d.callbackObject(in, &cb, func() error {
+		start := valueStart(in, d.dec.InputOffset())
 		// A repeated event replaces the one before, as a json.RawMessage does.
 		m, sawEvent = message{}, true
-		if err := d.message(body, &m); err != nil {
+		if err := d.message(in, &m); err != nil {
 			return err
 		}
-		cb.Event = body[start:d.dec.InputOffset()]
+		cb.Event = in[start:d.dec.InputOffset()]
 		return nil
 	}); err != nil {
 		return callback{}, message{}, false
@@ -273,6 +278,17 @@ func (d *callbackDecoder) callbackInOnePass(body []byte) (cb callback, m message
 		return callback{}, message{}, false
 	}
 	return cb, m, true
+}
+
+// valueStart is where the value of the key that ends at offset begins in in: after the
+// white space and the colon between them. The value ends where the decoder stands once
+// it is read.
+func valueStart(in []byte, offset int64) int {
+	start := int(offset)
+	for start < len(in) && (in[start] == ' ' || in[start] == '\t' || in[start] == '\n' || in[start] == '\r' || in[start] == ':') {
+		start++
+	}
+	return start
 }
 
 // callbackInTwoPasses is decodeCallbackFields reading the callback, then its last event
@@ -308,27 +324,33 @@ func (d *callbackDecoder) callbackInTwoPasses(body []byte) (cb callback, m messa
 // event key, with the decoder standing before it.
 func (d *callbackDecoder) callbackMembers(body []byte, cb *callback, event func() error) error {
 	d.reset(body)
-	if _, err := d.object(body, func(key []byte) error {
-		switch field(key, callbackNames) {
-		case cbType:
-			return d.str(body, &cb.Type)
-		case cbTeamID:
-			return d.str(body, &cb.TeamID)
-		case cbEventID:
-			return d.str(body, &cb.EventID)
-		case cbChallenge:
-			return d.str(body, &cb.Challenge)
-		case cbEvent:
-			return event()
-		case cbAuthorizations:
-			return d.authorizations(body, cb)
-		}
-		_, err := d.value(body)
-		return err
-	}); err != nil {
+	if err := d.callbackObject(body, cb, event); err != nil {
 		return err
 	}
 	return d.end()
+}
+
+// callbackObject is callbackMembers of the callback object that begins next in in.
+func (d *callbackDecoder) callbackObject(in []byte, cb *callback, event func() error) error {
+	_, err := d.object(in, func(key []byte) error {
+		switch field(key, callbackNames) {
+		case cbType:
+			return d.str(in, &cb.Type)
+		case cbTeamID:
+			return d.str(in, &cb.TeamID)
+		case cbEventID:
+			return d.str(in, &cb.EventID)
+		case cbChallenge:
+			return d.str(in, &cb.Challenge)
+		case cbEvent:
+			return event()
+		case cbAuthorizations:
+			return d.authorizations(in, cb)
+		}
+		_, err := d.value(in)
+		return err
+	})
+	return err
 }
 
 // message reads the event object that begins next into m.
