@@ -138,9 +138,15 @@ func (d *callbackDecoder) str(in []byte, s *string) error {
 }
 
 // known returns the value of a string that every callback repeats (its type, its event's
-// type and channel type) without allocating a copy of it.
+// type and channel type) or every envelope (its type) without allocating a copy of it.
 func known(inner []byte) (string, bool) {
 	switch string(inner) {
+	case "events_api":
+		return "events_api", true
+	case "interactive":
+		return "interactive", true
+	case "slash_commands":
+		return "slash_commands", true
 	case "event_callback":
 		return "event_callback", true
 	case "app_mention":

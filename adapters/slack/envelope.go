@@ -182,6 +182,12 @@ func (e *envelope) set(f int, value []byte) error {
 	var err error
 	switch f {
 	case fieldType:
+		if value[0] == '"' {
+			if k, ok := known(value[1 : len(value)-1]); ok {
+				e.Type = k
+				break
+			}
+		}
 		e.Type, err = jsonString(value)
 	case fieldEnvelopeID:
 		e.EnvelopeID, err = jsonString(value)
