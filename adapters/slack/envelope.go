@@ -122,6 +122,16 @@ func decodeEnvelope(frame []byte) (envelope, error) {
 func (d *callbackDecoder) envelopeMembers(frame []byte, e *envelope, payload func() error) error {
 	d.reset(frame)
 	dec := &d.dec
+	if dec.PeekKind() == 'n' {
+		// encoding/json leaves a struct alone for null: an envelope of no fields.
+		if _, err := dec.ReadToken(); err != nil {
+			return errEnvelope
+		}
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return errEnvelope
+		}
+		return nil
+	}
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return errEnvelope
 	}

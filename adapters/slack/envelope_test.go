@@ -83,6 +83,8 @@ func TestDecodeEnvelope(t *testing.T) {
 		{name: "null leaves a field empty", frame: `{"type":null,"retry_attempt":null,"payload":null}`, payload: `null`},
 		{name: "white space", frame: " \t\n{ \"type\" : \"hello\" , \"n\" : [ ] } \r\n", want: envelope{Type: "hello"}},
 		{name: "empty object", frame: `{}`},
+		{name: "null, which encoding/json takes as no fields", frame: " null\n"},
+		{name: "null and more", frame: `null {}`, bad: true},
 		{name: "numbers skipped", frame: `{"a":-0.5e+10,"b":0,"c":12E3,"type":"t"}`, want: envelope{Type: "t"}},
 		{name: "not an object", frame: `["type"]`, bad: true},
 		{name: "trailing bytes", frame: `{"type":"hello"}x`, bad: true},
