@@ -25,6 +25,8 @@ type tx struct {
 	// function that failed before it changed anything, nor a sync for a group that changed
 	// nothing.
 	wrote bool
+	// counted is set once the transaction is to count in BoundaryWrites (boundary.go).
+	counted bool
 	// db is told of records that do not decode, to quarantine them (quarantine.go).
 	db *DB
 }
@@ -210,6 +212,9 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if r == nil || r.ID == "" {
 		return errors.New("put run: no run id")
 	}
+	if r.PauseBy != "" {
+		t.boundaryWritten()
+	}
 	rec := *r
 	if rec.State != nil {
 		if rec.State.RunID != rec.ID {
@@ -265,6 +270,9 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	}
 	if r.State != nil {
 		return fmt.Errorf("put run head %s: a head carries no state", r.ID)
+	}
+	if r.PauseBy != "" {
+		t.boundaryWritten()
 	}
 	key, err := t.runKey(r.ID)
 	if err != nil {
@@ -504,6 +512,9 @@ func (t *tx) Conversation(thread bot.ThreadRef) (*bot.Conversation, error) {
 func (t *tx) PutConversation(c *bot.Conversation) error {
 	if c == nil || !c.Thread.Valid() {
 		return errors.New("put conversation: no valid thread")
+	}
+	if len(c.Notes) > 0 {
+		t.boundaryWritten()
 	}
 	return put(t, bucketConversations, c.Thread.Key(), "conversation", c)
 }
