@@ -73,4 +73,5 @@ func (s *scheduler) forgetHeld(id string) {
 	delete(s.early, id)
 	delete(s.unsaved, id)
 	delete(s.saveFailures, id)
+	delete(s.loadFailures, id)
 }

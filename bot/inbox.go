@@ -88,6 +88,14 @@ type firstUpdater interface {
 	UpdateFirst(ctx context.Context, fn func(tx Tx) error) error
 }
 
+// inboxAccepter is a store that makes accepted events durable on its own, in fewer disk
+// syncs than a transaction takes (the bbolt store's intake journal, store/intake.go): it
+// stores evs as entries of replica numbered from seq, as AddInbox does each, and reports
+// which it added.
+type inboxAccepter interface {
+	AcceptInbox(ctx context.Context, replica string, seq int64, evs []Event) ([]bool, error)
+}
+
 // Accept stores evs in the inbox in one transaction and reports, for each, whether it was
 // added: false for an event whose ID is already waiting there (a redelivery, handled with
 // its first delivery). The caller acknowledges the platform after Accept returns nil and
@@ -104,8 +112,27 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 			return nil, errors.New("accept events: an event without an ID")
 		}
 	}
-	added := make([]bool, len(evs))
 	seq := b.inbox.next(b.clock.Now().UnixNano(), len(evs))
+	added, err := b.acceptInStore(ctx, seq, evs)
+	if err != nil {
+		return nil, fmt.Errorf("accept events: %w", err)
+	}
+	var ids []string
+	for i, ev := range evs {
+		if added[i] {
+			ids = append(ids, ev.ID)
+		}
+	}
+	b.inbox.add(ids...)
+	return added, nil
+}
+
+// acceptInStore stores evs as inbox entries numbered from seq.
+func (b *Bot) acceptInStore(ctx context.Context, seq int64, evs []Event) ([]bool, error) {
+	if a, ok := b.store.(inboxAccepter); ok {
+		return a.AcceptInbox(ctx, b.pres.owner, seq, evs)
+	}
+	added := make([]bool, len(evs))
 	update := b.store.Update
 	if f, ok := b.store.(firstUpdater); ok {
 		update = f.UpdateFirst
@@ -122,17 +149,7 @@ func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("accept events: %w", err)
-	}
-	var ids []string
-	for i, ev := range evs {
-		if added[i] {
-			ids = append(ids, ev.ID)
-		}
-	}
-	b.inbox.add(ids...)
-	return added, nil
+	return added, err
 }
 
 // settleInbox removes id's entry after Handle, if it was accepted and is still there: the

@@ -54,6 +54,10 @@ type scheduler struct {
 	held map[string]bool
 	// saveFailures counts the failed saves in a row of each run, for retryDelay.
 	saveFailures map[string]int
+	// loadFailures counts the failed loads in a row of each run, for retryDelay: the probe
+	// that releases a held run is a write, which a store may take while the run's record
+	// still does not load (a damaged one), and the run must not be loaded again at every pass.
+	loadFailures map[string]int
 	// unsaved holds, for each run whose last checkpoint the store refused, why: a store
 	// may take a small write (a lease, an ack) while it refuses a run's larger one, so the
 	// store's own last error alone does not tell whether runs are stuck.
@@ -80,6 +84,7 @@ func newScheduler(store Store, ag *agent.Agent, recs *records, log *slog.Logger,
 		running:      map[string]context.CancelCauseFunc{},
 		held:         map[string]bool{},
 		saveFailures: map[string]int{},
+		loadFailures: map[string]int{},
 		unsaved:      map[string]error{},
 		holds:        map[string]int{},
 		early:        map[string]time.Time{},
@@ -195,11 +200,18 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("load run", "run", id, "err", err)
-			s.hold(id)
+			s.mu.Lock()
+			s.loadFailures[id]++
+			n := s.loadFailures[id]
+			s.mu.Unlock()
+			s.log.Error("load run", "run", id, "failures", n, "err", err)
+			s.hold(id, n)
 		}
 		return
 	}
+	s.mu.Lock()
+	delete(s.loadFailures, id)
+	s.mu.Unlock()
 	s.log.Info("run started", "run", id, "thread", rec.Thread.Key(), "status", rec.State.Status, "step", rec.State.Step)
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
@@ -260,7 +272,7 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.log.Error("run failed", "run", id, "err", err)
 		if ferr := s.failRun(context.WithoutCancel(ctx), id); ferr != nil {
 			s.log.Error("mark run failed", "run", id, "err", ferr)
-			s.hold(id)
+			s.hold(id, 1)
 		}
 		return
 	}
@@ -360,17 +372,20 @@ func (s *scheduler) failRun(ctx context.Context, id string) error {
 
 // hold keeps run id from being started again until a write of its record succeeds: its
 // load, or the write that would have failed it, did not reach the store, which a store
-// that is down explains. Like a run whose save failed, it is probed at the scheduler's
-// passes and every storeRetry, and released once the store takes the write; a run held
-// for good would keep its lease, renewed, and never be worked by any replica.
-func (s *scheduler) hold(id string) {
+// that is down explains; n is how many times in a row that happened. Like a run whose save
+// failed, it is probed at the scheduler's passes after its first failure, then after
+// retryDelay(n), and released once the store takes the write; a run held for good would
+// keep its lease, renewed, and never be worked by any replica.
+func (s *scheduler) hold(id string, n int) {
 	s.mu.Lock()
 	s.held[id] = true
 	s.holds[id]++
 	hold := s.holds[id]
-	s.early[id] = time.Now()
+	if n == 1 {
+		s.early[id] = time.Now()
+	}
 	s.mu.Unlock()
-	s.retryHeld(id, hold, storeRetry)
+	s.retryHeld(id, hold, retryDelay(n))
 }
 
 // storeRetry is how long a run held by a failed save first waits before the store is tried

@@ -102,6 +102,9 @@ type DB struct {
 
 	// outbox holds the outbox items as last decoded (outboxcache.go).
 	outbox outboxCache
+
+	// intake is the journal of accepted events (intake.go); nil when opened without it.
+	intake *intake
 }
 
 // WriteError returns why the last write failed if no write has committed since, else nil:
@@ -118,6 +121,7 @@ var _ bot.Store = (*DB)(nil)
 type options struct {
 	lockTimeout  time.Duration
 	onQuarantine func(Quarantined)
+	intake       bool
 }
 
 // Option changes how Open opens the database.
@@ -128,6 +132,14 @@ type Option func(*options)
 // exists to prevent.
 func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) { o.lockTimeout = d }
+}
+
+// WithIntake opens the database with its intake journal (intake.go), where bot.Bot.Accept
+// makes the events durable in one fdatasync: what an earlier process left in the journal
+// is moved into the inbox, and a missing journal is made in the background. It is for the
+// process that serves the database; one opened without it leaves the journal as it is.
+func WithIntake() Option {
+	return func(o *options) { o.intake = true }
 }
 
 // Open opens the database at path, creating the file (mode 0600) and its parent directory
@@ -153,7 +165,15 @@ func Open(path string, opts ...Option) (*DB, error) {
 			return nil, err
 		}
 		if !replaced {
-			return &DB{bolt: bdb, path: path, onQuarantine: o.onQuarantine}, nil
+			db := &DB{bolt: bdb, path: path, onQuarantine: o.onQuarantine}
+			if !o.intake {
+				return db, nil
+			}
+			if db.intake, err = openIntake(db); err != nil {
+				_ = bdb.Close()
+				return nil, fmt.Errorf("open store %s: %w", path, err)
+			}
+			return db, nil
 		}
 		_ = bdb.Close()
 		if tries == 3 {
@@ -294,10 +314,19 @@ func (db *DB) BytesWritten() int64 {
 	return st.TxStats.GetPageAlloc() + db.commits.Load()*int64(db.bolt.Info().PageSize)
 }
 
-// Close closes the file and releases its lock. Transactions still running are waited for.
+// Close moves the intake journal's entries into the inbox, closes the file and releases its
+// lock. Transactions still running are waited for.
 func (db *DB) Close() error {
+	var jerr error
+	if db.intake != nil {
+		jerr = db.intake.close(db)
+	}
 	if err := db.bolt.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
+	}
+	if jerr != nil {
+		// The entries stay in the journal, which the next Open moves.
+		return fmt.Errorf("close store: %w", jerr)
 	}
 	return nil
 }

@@ -27,11 +27,13 @@
 //	outbox          item key -> bot.OutboxItem
 //	feedback        run ID + NUL + user ID -> bot.Feedback (one rating per person per answer)
 //	grants          grant ID -> bot.ChannelGrant (channel grants, grants.go)
-//	meta            "schema_version" -> 3
+//	meta            "schema_version" -> 3; "intake_position" -> the intake journal's ID,
+//	                generation and offset moved into inbox (intake.go)
 //	quarantine      bucket + NUL + key + NUL + 8 bytes of the value's SHA-256 -> Quarantined
 //	channel_autonomy bot.ChannelKey -> bot.ChannelAutonomy (a channel's autonomy level)
 //	memory          channel key + NUL + fact ID -> bot.MemoryFact (a channel's memory)
-//	inbox           event ID -> bot.InboxEntry (accepted and not yet handled, bot/inbox.go)
+//	inbox           event ID -> bot.InboxEntry (accepted and not yet handled, bot/inbox.go;
+//	                written through the intake journal, intake.go)
 //	console_rows    8-byte number -> a row of the web console's view (console.go)
 //	console_keys    thread + NUL + key -> the number of its row in console_rows
 //	holds           pace key -> bot.Hold (a channel held by a platform's Retry-After,

@@ -67,14 +67,19 @@ func get[T any](t *tx, bucket []byte, key, what string) (*T, error) {
 
 // put stores v as JSON under key.
 func put(t *tx, bucket []byte, key, what string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	return putData(t, bucket, key, what, data)
+}
+
+// putData stores data, a value encoded already, under key.
+func putData(t *tx, bucket []byte, key, what string, data []byte) error {
 	if key == "" {
 		return fmt.Errorf("put %s: empty key", what)
 	}
 	b, err := t.bucket(bucket)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", what, key, err)
-	}
-	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
@@ -284,18 +289,7 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
-	stored, err := decode[bot.RunRecord](runs.Get(key), "run "+r.ID)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	rec := *r
-	rec.State, rec.Status = stored.State, stored.Status
-	data, err := json.Marshal(&rec)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	h := head(&rec)
-	headData, err := json.Marshal(&h)
+	data, headData, err := runWithHead(runs.Get(key), heads.Get(key), r)
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
@@ -619,7 +613,11 @@ func (t *tx) Audit(runID string) ([]bot.AuditEntry, error) {
 }
 
 func (t *tx) PutOutbox(item bot.OutboxItem) error {
-	return put(t, bucketOutbox, item.Key, "outbox item", &item)
+	data, err := encodeOutboxItem(&item)
+	if err != nil {
+		return fmt.Errorf("put outbox item %s: %w", item.Key, err)
+	}
+	return putData(t, bucketOutbox, item.Key, "outbox item", data)
 }
 
 // DeleteOutbox removes the item with key. A missing key is not an error: the item was sent

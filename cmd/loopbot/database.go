@@ -54,8 +54,15 @@ func openDatabase(ctx context.Context, cfg StoreConfig, log *slog.Logger, met *m
 		log.Info("database connected", "backend", backendPostgres, "url", db.URL(), "schema_version", v)
 		return db, nil
 	}
-	return store.Open(cfg.Path, store.WithLockTimeout(time.Duration(cfg.LockTimeout)),
+	db, err := store.Open(cfg.Path, store.WithLockTimeout(time.Duration(cfg.LockTimeout)), store.WithIntake(),
 		store.WithQuarantineHook(func(q store.Quarantined) { quarantined(log, met, q) }))
+	if err != nil {
+		return nil, err
+	}
+	if n := db.IntakeReplayed(); n > 0 {
+		log.Info("intake journal: acknowledged events moved into the inbox", "count", n)
+	}
+	return db, nil
 }
 
 // probeDatabase is the database's check for `loopbot check -online`: that it answers, and

@@ -41,7 +41,11 @@ func TestFaultSlackKill9RightAfterAcks(t *testing.T) {
 	if m := regexp.MustCompile(`events accepted before the restart handled.*count=(\d+)`).FindStringSubmatch(sf.logs.String()); m != nil {
 		replayed = m[1]
 	}
-	t.Logf("posts before the kill: %d; events handled from the inbox at the restart: %s", before, replayed)
+	journaled := "none"
+	if m := regexp.MustCompile(`intake journal: acknowledged events moved into the inbox.*count=(\d+)`).FindStringSubmatch(sf.logs.String()); m != nil {
+		journaled = m[1]
+	}
+	t.Logf("posts before the kill: %d; events moved from the intake journal at the restart: %s; handled from the inbox: %s", before, journaled, replayed)
 
 	// A run the kill cut off asks the model again after the restart (the agent's
 	// recovery), so checkOnce's count of model requests does not apply; the invariants
