@@ -45,8 +45,9 @@ func headStatus(head []byte, id string) (agent.Status, error) {
 }
 
 // runWithHead returns the runs and run_heads values of run r, whose record is stored as
-// record with storedHead beside it: r's fields but for the stored state and status.
-func runWithHead(record, storedHead []byte, r *bot.RunRecord) (data, headData []byte, err error) {
+// record with storedHead beside it: r's fields but for the stored state and status, which
+// h, the new head, holds.
+func runWithHead(record, storedHead []byte, r *bot.RunRecord) (data, headData []byte, h bot.RunRecord, err error) {
 	rec := *r
 	rec.State = nil
 	state, spliced := storedState(record, storedHead)
@@ -61,12 +62,12 @@ func runWithHead(record, storedHead []byte, r *bot.RunRecord) (data, headData []
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, h, err
 	}
-	h := head(&rec)
+	h = head(&rec)
 	if headData, err = json.Marshal(&h); err != nil {
-		return nil, nil, err
+		return nil, nil, h, err
 	}
 	data, err = recordData(&rec, headData, state)
-	return data, headData, err
+	return data, headData, h, err
 }

@@ -154,6 +154,10 @@ func TestPutRunHeadKeepsTheStoredState(t *testing.T) {
 				if !bytes.Contains(headData, []byte(`"id":"m9"`)) {
 					t.Errorf("head %s does not hold the new card", headData)
 				}
+				// The run's next checkpoint reads the head without decoding it.
+				if cached, ok := db.heads.get("run-1", headData); !ok || cached.Card != h.Card || cached.Status != want.Status {
+					t.Errorf("the head put is not kept as written: %v, %+v", ok, cached)
+				}
 				return nil
 			}); err != nil {
 				t.Fatal(err)

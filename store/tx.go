@@ -293,10 +293,12 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
-	data, headData, err := runWithHead(runs.Get(key), heads.Get(key), r)
+	data, headData, h, err := runWithHead(runs.Get(key), heads.Get(key), r)
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
+	// The run's next checkpoint reads this head (headcache.go).
+	t.db.heads.put(&h, headData)
 	t.wrote = true
 	if err := errors.Join(runs.Put(key, data), heads.Put(key, headData)); err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
