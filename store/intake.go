@@ -40,7 +40,8 @@ import (
 // stored generation from the stored offset on, or the next generation from the start,
 // and stops at the first record that is torn, of another generation, or the file's zeros
 // (intake_record.go). Every write goes through one writer (wmu), from the check for
-// duplicates to the sync, as bbolt's writes go through its one writer.
+// duplicates to the sync, as bbolt's writes go through its one writer, and the calls that
+// wait for it meanwhile are written together.
 //
 // The journal is made in the background after Open, so a start does not wait for it, and
 // until it is ready, for a batch larger than the journal, and after the journal failed a
@@ -178,7 +179,11 @@ func openIntake(db *DB) (*intake, error) {
 			stored = storedPosition(btx, id)
 			return nil
 		})
-		if err == nil && named {
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read intake position: %w", err)
+		}
+		if named {
 			err = j.replay(db, f, id, stored)
 			if err != nil {
 				f.Close()
