@@ -610,3 +610,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// TestIntakeJournalRemade removes the journal of a database that has moved a generation:
+// the journal made again starts after it, so that its records are read after a crash.
+func TestIntakeJournalRemade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopbot.db")
+	db := openJournaled(t, path)
+	accept(t, db, 1, "Ev1", "Ev2", "Ev3")
+	deleteInbox(t, db, "Ev1")
+	crash(t, db)
+	if err := os.Remove(IntakePath(path)); err != nil {
+		t.Fatal(err)
+	}
+	db = openJournaled(t, path)
+	db.intake.skipMove.Store(true)
+	accept(t, db, 4, "Ev4")
+	crash(t, db)
+	db = openJournaled(t, path)
+	defer db.Close()
+	wantIDs(t, "inbox", inboxIDs(t, db), "Ev2", "Ev3", "Ev4")
+}
