@@ -354,7 +354,10 @@ func (j *intake) make(ctx context.Context, stored position) {
 		return
 	}
 	j.f, j.gen, j.off = f, nextGen(stored.gen), intakeHeader
-	j.turned, j.base = stored, stored
+	j.turned = stored
+	j.rmu.Lock()
+	j.base = stored
+	j.rmu.Unlock()
 }
 
 // writeJournal makes the file at path: written whole with zeros and synced under another
