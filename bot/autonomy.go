@@ -167,19 +167,6 @@ func (r *records) relevel(tx Tx, thread ThreadRef, level agent.Level, now time.T
 	return nil
 }
 
-// autonomyHook is the run's Hooks.Autonomy: the level of its channel as the store has it now.
-func (s *scheduler) autonomyHook(thread ThreadRef) func(ctx context.Context) (agent.Level, error) {
-	return func(ctx context.Context) (agent.Level, error) {
-		var level agent.Level
-		err := s.store.View(ctx, func(tx Tx) error {
-			var err error
-			level, err = channelLevel(tx, thread, "")
-			return err
-		})
-		return level, err
-	}
-}
-
 // autonomyFooter is the status card's part about the run's level and momentum.
 // The level shown is the one the run works at: a playbook's more careful level is named so.
 func autonomyFooter(st *agent.State) string {

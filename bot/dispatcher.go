@@ -58,11 +58,11 @@ type dispatcher struct {
 	// called again.
 	queue []job
 	next  time.Time
-	// held, seen and stored are a pass's sets (pass), and listed its list of the outbox,
-	// kept from one pass to the next so that a pass over a thousand items does not grow
-	// three maps and a list afresh.
-	held, seen, stored map[string]bool
-	listed             []OutboxItem
+	// listed is a pass's list of the outbox, kept from one pass to the next so that a pass
+	// over a thousand items does not grow a list afresh. A pass keeps no sets of what it
+	// saw: a channel's count of items (channel.waiting) tells its first item and whether
+	// it had any.
+	listed []OutboxItem
 	// nextScan is when the loop may read the outbox again: a pass reads every waiting item,
 	// so passes are spaced by a few times what the last one took (scanSpacing), and a
 	// burst of wakes does not make the loop spend its time reading the same items again.
@@ -332,25 +332,15 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 		}
 	}
 	now := time.Now()
-	if d.held == nil {
-		d.held, d.seen, d.stored = map[string]bool{}, map[string]bool{}, map[string]bool{}
-	}
-	held, seen, stored := d.held, d.seen, d.stored
-	clear(held)
-	clear(seen)
-	clear(stored)
 	for _, it := range items {
 		key := d.paceKey(it.Thread)
-		seen[key] = true
-		stored[it.Key] = true
 		ch := d.channel(key)
 		ch.waiting++
-		if held[key] || ctx.Err() != nil {
+		// Whatever happens to a channel's first item, its later items wait for it.
+		if ch.waiting > 1 || ctx.Err() != nil {
 			left++
 			continue
 		}
-		// Whatever happens to this item, the channel's later items wait for it.
-		held[key] = true
 		switch ready := ch.ready(); {
 		case ch.busy:
 			// Its call's result wakes the loop.
@@ -378,21 +368,30 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 		left++
 	}
 	d.feed(ctx)
-	// Settling a sent item is tried again until the store takes it.
-	for _, ch := range d.channels {
-		for key := range ch.unsettled {
-			if !stored[key] {
-				delete(ch.unsettled, key)
+	var stored map[string]bool // the keys listed, made only for a channel with unsettled items
+	for key, ch := range d.channels {
+		if len(ch.unsettled) > 0 {
+			// Settling a sent item is tried again until the store takes it, or the
+			// item is gone.
+			if stored == nil {
+				stored = make(map[string]bool, len(items))
+				for _, it := range items {
+					stored[it.Key] = true
+				}
+			}
+			for k := range ch.unsettled {
+				if !stored[k] {
+					delete(ch.unsettled, k)
+				}
+			}
+			if len(ch.unsettled) > 0 {
+				waitFor(time.Now().Add(retryBase))
+				continue
 			}
 		}
-		if len(ch.unsettled) > 0 {
-			waitFor(time.Now().Add(retryBase))
-		}
-	}
-	// Forget channels with nothing to send and nothing to wait for, so a bot that has
-	// talked in many channels keeps pacing state only for the busy ones.
-	for key, ch := range d.channels {
-		if !seen[key] && !ch.busy && !now.Before(ch.ready()) && len(ch.unsettled) == 0 {
+		// Forget channels with nothing to send and nothing to wait for, so a bot that has
+		// talked in many channels keeps pacing state only for the busy ones.
+		if ch.waiting == 0 && !ch.busy && !now.Before(ch.ready()) {
 			delete(d.channels, key)
 		}
 	}
@@ -400,8 +399,8 @@ func (d *dispatcher) pass(ctx context.Context) (next time.Time, left, read int) 
 	clear(items) // the jobs have their copies
 	d.listed = items[:0]
 	if read <= scanFree {
-		// The sets and the list a burst grew are not kept once the outbox is small again.
-		d.held, d.seen, d.stored, d.listed = nil, nil, nil, nil
+		// The list a burst grew is not kept once the outbox is small again.
+		d.listed = nil
 	}
 	return next, left, read
 }

@@ -145,14 +145,7 @@ func TestACardThatLooksTheSameIsNotEditedAgain(t *testing.T) {
 		// The leader looks at the outbox unasked every third of the lease.
 		time.Sleep(11 * time.Second)
 		synctest.Wait()
-		var left []bot.OutboxItem
-		if err := db.View(context.Background(), func(tx bot.Tx) error {
-			var err error
-			left, err = tx.Outbox()
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		left := storedOutbox(t, db)
 		if n := len(plat.sent("")); n != 1 || len(left) != 0 {
 			t.Errorf("%d calls and %d items left after the same card was queued again, want the one edit and none", n, len(left))
 		}
@@ -323,4 +316,18 @@ func startOutboxBot(t *testing.T, db bot.Store, cfg bot.Config, plat bot.Platfor
 		t.Fatal(err)
 	}
 	return b
+}
+
+// storedOutbox is what db's outbox holds.
+func storedOutbox(t *testing.T, db bot.Store) []bot.OutboxItem {
+	t.Helper()
+	var items []bot.OutboxItem
+	if err := db.View(context.Background(), func(tx bot.Tx) error {
+		var err error
+		items, err = tx.Outbox()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return items
 }

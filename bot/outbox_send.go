@@ -49,17 +49,11 @@ type result struct {
 // worker and touches no state of the loop's: what it did goes back as the result.
 func (d *dispatcher) call(ctx context.Context, j job) result {
 	r := result{job: j, outcome: outcomeKept}
-	var existing MessageRef
 	d.render <- struct{}{}
-	err := d.store.View(ctx, func(tx Tx) error {
-		var err error
-		if r.msg, err = render(tx, j.it); err != nil {
-			return err
-		}
-		existing, err = postedRef(tx, j.it)
-		return err
-	})
+	got, err := d.read(ctx, j.it)
 	<-d.render
+	r.msg = got.msg
+	existing := got.existing
 	if err != nil {
 		if ctx.Err() == nil {
 			r.outcome, r.err = outcomeDrop, err
@@ -71,12 +65,12 @@ func (d *dispatcher) call(ctx context.Context, j job) result {
 			// Edit what was posted, and save its reference this time.
 			existing, r.ref = u.ref, u.ref
 		}
-		if reflect.DeepEqual(u.msg, r.msg) {
+		if sameMessage(&u.msg, r.msg) {
 			r.outcome = outcomeSent
 			return r
 		}
 	}
-	if s := j.shown; s != nil && existing.ID != "" && s.ref == existing && reflect.DeepEqual(s.msg, r.msg) {
+	if s := j.shown; s != nil && existing.ID != "" && s.ref == existing && sameMessage(&s.msg, r.msg) {
 		// The message shows this already (a card's new state that looks the same): neither
 		// redaction nor a call is needed.
 		r.outcome = outcomeSent
@@ -99,19 +93,49 @@ func (d *dispatcher) call(ctx context.Context, j job) result {
 	}
 	// A call that failed may have reached the platform too, so it counts for pacing.
 	r.called, r.end, r.err = true, time.Now(), err
-	var rl *RateLimitError
-	var perm *PermanentError
 	switch {
 	case err == nil:
 		r.outcome = outcomeSent
-	case errors.As(err, &rl):
-	case errors.As(err, &perm):
+	case isErr[*RateLimitError](err):
+	case isErr[*PermanentError](err):
 		r.outcome = outcomeDrop
 	case ctx.Err() != nil:
 	default:
 		r.outcome = outcomeRetry
 	}
 	return r
+}
+
+// isErr reports whether err is, or wraps, an error of type E. Its target is its own, so a
+// call that succeeded allocates none.
+func isErr[E error](err error) bool {
+	var target E
+	return errors.As(err, &target)
+}
+
+// readItem is what a worker reads from the store for an item it: its message, and the
+// message it edits if it was posted before.
+type readItem struct {
+	it       OutboxItem
+	msg      Message
+	existing MessageRef
+}
+
+// read renders it from the records as they are now, in one read transaction. The closure
+// the store runs shares only one readItem with call, so that the job and the result call
+// keeps, a kilobyte a card, stay on its stack.
+func (d *dispatcher) read(ctx context.Context, it OutboxItem) (readItem, error) {
+	got := &readItem{it: it}
+	err := d.store.View(ctx, func(tx Tx) error {
+		msg, rec, err := renderRun(tx, got.it)
+		if err != nil {
+			return err
+		}
+		got.msg = msg
+		got.existing, err = postedRef(tx, got.it, rec)
+		return err
+	})
+	return *got, err
 }
 
 // finish takes a worker's result into the loop: the channel's pacing, its hold after a rate
@@ -189,6 +213,13 @@ func (d *dispatcher) remember(ch *channel, r result) {
 		ch.shown = map[string]*unsettled{}
 	}
 	ch.shown[r.it.Key] = &unsettled{ref: r.shownIn, msg: r.msg}
+}
+
+// sameMessage reports whether a message shown or sent before is m. m is compared from a
+// copy of its own: reflect.DeepEqual moves what it is given a pointer to onto the heap,
+// which for the result call returns would be the whole result at every call.
+func sameMessage(shown *Message, m Message) bool {
+	return reflect.DeepEqual(shown, &m)
 }
 
 // edited reports whether items of kind edit the message their first one posted.

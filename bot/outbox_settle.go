@@ -120,35 +120,51 @@ func settleSent(tx Tx, r result) error {
 			return err
 		}
 	}
-	if edited(r.it.Kind) && !cardUnchanged(tx, r.it) {
-		if now, err := render(tx, r.it); err == nil && !reflect.DeepEqual(now, r.msg) {
+	if edited(r.it.Kind) {
+		switch held, told := cardHeld(tx, r.it); {
+		case held:
+		case told:
+			// Put again since it was listed: the item stays and goes again, rendered
+			// then from the newest records, so the writer renders nothing. Should those
+			// look as what was sent, the worker finds the channel shows it already
+			// (shown) and settles the item without a call.
 			return nil
+		default:
+			if now, err := render(tx, r.it); err == nil && !reflect.DeepEqual(now, r.msg) {
+				return nil
+			}
 		}
 	}
 	return tx.DeleteOutbox(r.it.Key)
 }
 
-// cardUnchanged reports whether it is a status card that the outbox still holds as it was
-// listed. Every write that changes what a status card shows (a checkpoint, a pause, a
-// question, an autonomy change) puts the card's item again, at a new time, so an item
-// still as it was listed means the card's records are what the worker rendered (or
-// changed after the render in no way the card shows): settling then needs no second
-// render, which was a sixth of the one writer's time in the makespan scenario. Other
-// kinds, and stores that cannot tell, are rendered again.
-func cardUnchanged(tx Tx, it OutboxItem) bool {
+// cardHeld reports, for a status card, whether the outbox still holds it as it was listed
+// (held), and whether the store could tell (told). Every write that changes what a status
+// card shows (a checkpoint, a pause, a question, an autonomy change) puts the card's item
+// again, at a new time, so an item still as it was listed means the card's records are
+// what the worker rendered (or changed after the render in no way the card shows), and
+// one put again means they changed: settling then needs no second render either way, which
+// was a sixth of the one writer's time in the makespan scenario. Other kinds, and stores
+// that cannot tell, are rendered again.
+func cardHeld(tx Tx, it OutboxItem) (held, told bool) {
 	h, ok := tx.(OutboxHolder)
 	if !ok || it.Kind != OutboxCard {
-		return false
+		return false, false
 	}
 	held, err := h.OutboxHolds(it)
-	return err == nil && held
+	return held, err == nil
 }
 
 // postedRef is the message an item edits, if it was posted before: the run's status card,
-// the approval's card or a memory list. Other items are always new posts.
-func postedRef(tx Tx, it OutboxItem) (MessageRef, error) {
+// the approval's card or a memory list. Other items are always new posts. rec is the item's
+// run as the same transaction read it to render the item, if it did: a status card's
+// reference is read from it rather than from the run's head again.
+func postedRef(tx Tx, it OutboxItem, rec *RunRecord) (MessageRef, error) {
 	switch it.Kind {
 	case OutboxCard:
+		if rec != nil && rec.ID == it.RunID {
+			return rec.Card, nil
+		}
 		rec, err := tx.RunHeader(it.RunID)
 		if err != nil {
 			return MessageRef{}, err

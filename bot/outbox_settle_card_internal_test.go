@@ -40,11 +40,12 @@ func (tx holderTx) OutboxHolds(it OutboxItem) (bool, error) {
 	return ok && reflect.DeepEqual(h, it), nil
 }
 
-// TestSettlingASentCardRendersItAgainOnlyWhenPutAgain checks that settling a status card
-// the outbox still holds as it was listed takes it out without rendering it again, and
-// that a card put again since, another kind of edited item, or a store that cannot tell,
-// is rendered again and kept when it no longer shows what was sent.
-func TestSettlingASentCardRendersItAgainOnlyWhenPutAgain(t *testing.T) {
+// TestSettlingASentCardRendersItAgainOnlyWhenTheStoreCannotTell checks that settling a
+// status card the outbox still holds as it was listed takes it out without rendering it
+// again, that one put again since stays without being rendered (it goes again, rendered
+// then), and that another kind of edited item, or a card on a store that cannot tell, is
+// rendered again and kept when it no longer shows what was sent.
+func TestSettlingASentCardRendersItAgainOnlyWhenTheStoreCannotTell(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
 	st := agent.NewState("run-1", "look around", nil, t0)
 	st.Status = agent.StatusRunning
@@ -63,7 +64,7 @@ func TestSettlingASentCardRendersItAgainOnlyWhenPutAgain(t *testing.T) {
 		wantGone  bool
 	}{
 		{"held as listed", true, card, card, 0, true},
-		{"put again since", true, card, putAgain, 1, false},
+		{"put again since", true, card, putAgain, 0, false},
 		{"a store that cannot tell", false, card, card, 1, false},
 		// Rendered again; the approval is gone here, so the item goes too.
 		{"an approval card held as listed", true, approval, approval, 1, true},

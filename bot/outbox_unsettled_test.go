@@ -177,14 +177,7 @@ func TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem(t *testing
 		if card := plat.shown(cards[0].ref.ID); card.Text != "Done" {
 			t.Errorf("the status card shows %q, want Done", card.Text)
 		}
-		var left []bot.OutboxItem
-		if err := db.View(context.Background(), func(tx bot.Tx) error {
-			left, err = tx.Outbox()
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if len(left) != 0 {
+		if left := storedOutbox(t, db); len(left) != 0 {
 			t.Errorf("outbox still holds %+v", left)
 		}
 	})

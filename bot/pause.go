@@ -2,14 +2,13 @@ package bot
 
 import (
 	"context"
-	"errors"
 
 	"github.com/loopbot/loopbot/agent"
 )
 
 // Pause and Resume. The status card of a run that is not over has a Pause button beside
 // Cancel; a press keeps who asked in the run's record (RunRecord.PauseBy), and the loop,
-// which asks for it at every step boundary (scheduler.holdRequested, agent.Hooks.Hold),
+// which asks for it at every step boundary (boundary.hold, agent.Hooks.Hold),
 // pauses the run there as agent.PausePerson. The paused run's card shows Resume instead,
 // which is the paused run's Continue action. Who may pause and resume is who may cancel
 // (Policy.mayControl). A pause is a stored state, so it outlives a restart, and so does a
@@ -55,25 +54,6 @@ func (b *Bot) pauseRun(ctx context.Context, who User, from ThreadRef, runID stri
 		return b.recs.put(tx, rec.Thread, now, cardItem(runID))
 	})
 	return res, err
-}
-
-// holdRequested returns the function through which the loop asks whether run id is to
-// pause, and who asked.
-func (s *scheduler) holdRequested(id string) func(ctx context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		var by string
-		err := s.store.View(ctx, func(tx Tx) error {
-			rec, err := tx.RunHeader(id)
-			if errors.Is(err, ErrNotFound) {
-				return nil
-			}
-			if err == nil {
-				by = rec.PauseBy
-			}
-			return err
-		})
-		return by, err
-	}
 }
 
 // pausedByPerson reports whether rec waits because a person paused it.

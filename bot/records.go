@@ -265,24 +265,6 @@ func (r *records) dropTakenNotes(tx Tx, rec *RunRecord) error {
 	return tx.PutConversation(conv)
 }
 
-// notes returns the notes for run id in thread after number after.
-func notes(tx Tx, thread ThreadRef, id string, after int) ([]agent.Note, error) {
-	conv, err := tx.Conversation(thread)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []agent.Note
-	for _, n := range conv.Notes {
-		if n.RunID == id && n.Seq > after {
-			out = append(out, agent.Note{Seq: n.Seq, From: n.From, Text: n.Text, Sanity: n.Sanity})
-		}
-	}
-	return out, nil
-}
-
 // tellUnknownOutcomes tells the thread about each call that a previous process left
 // running and that the loop has just marked as having an unknown outcome (it is not idempotent,
 // so it was not run again): the model is told in its tool result, and the people who may have

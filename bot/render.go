@@ -19,25 +19,40 @@ const maxArgsShown = 2800
 // that waited shows the latest state. It reads the store only through tx and does no I/O of
 // its own, so it can run again inside a transaction to see whether what was sent is current.
 func render(tx Tx, it OutboxItem) (Message, error) {
+	m, _, err := renderRun(tx, it)
+	return m, err
+}
+
+// renderRun is render that also returns the run it read, for an item of a run: the record
+// carries the card's reference too (postedRef), which then needs no read of its own.
+func renderRun(tx Tx, it OutboxItem) (Message, *RunRecord, error) {
 	switch it.Kind {
 	case OutboxNotice:
-		return Message{Kind: KindNotice, Text: it.Text}, nil
+		return Message{Kind: KindNotice, Text: it.Text}, nil, nil
 	case OutboxAsk:
-		return askMessage(tx, it)
+		m, err := askMessage(tx, it)
+		return m, nil, err
 	case OutboxGrants:
 		gs, err := tx.Grants(it.Text)
 		if err != nil {
-			return Message{}, fmt.Errorf("load grants of %s: %w", it.Text, err)
+			return Message{}, nil, fmt.Errorf("load grants of %s: %w", it.Text, err)
 		}
-		return grantsMessage(gs), nil
+		return grantsMessage(gs), nil, nil
 	case OutboxMemory:
-		return memoryMessage(tx, it)
+		m, err := memoryMessage(tx, it)
+		return m, nil, err
 	}
 	// No message shows the conversation with the model, the bulk of a long run.
 	rec, err := tx.RunBrief(it.RunID)
 	if err != nil {
-		return Message{}, fmt.Errorf("load run %s: %w", it.RunID, err)
+		return Message{}, nil, fmt.Errorf("load run %s: %w", it.RunID, err)
 	}
+	m, err := runMessage(tx, it, rec)
+	return m, rec, err
+}
+
+// runMessage is the message of an item of run rec.
+func runMessage(tx Tx, it OutboxItem, rec *RunRecord) (Message, error) {
 	st := rec.State
 	switch it.Kind {
 	case OutboxCard:

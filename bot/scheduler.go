@@ -182,11 +182,18 @@ func (s *scheduler) work(ctx context.Context, id string) {
 		s.runs.Done()
 		s.poke()
 	}()
+	// What the loop asks at its first step boundary is read with the run, after the count
+	// of the writes that change it (boundary.go).
 	var rec *RunRecord
+	bd := newBoundary(s.store, id, ThreadRef{})
+	seen := bd.count()
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
-		rec, err = tx.Run(id)
-		return err
+		if rec, err = tx.Run(id); err != nil {
+			return err
+		}
+		bd.thread = rec.Thread
+		return bd.seed(tx, rec, seen)
 	})
 	if err == nil && rec.State == nil {
 		err = errors.New("run has no state")
@@ -208,17 +215,8 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	s.log.Info("run started", "run", id, "thread", rec.Thread.Key(), "status", rec.State.Status, "step", rec.State.Step)
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
-	steer := func(ctx context.Context, after int) ([]agent.Note, error) {
-		var out []agent.Note
-		err := s.store.View(ctx, func(tx Tx) error {
-			var err error
-			out, err = notes(tx, rec.Thread, id, after)
-			return err
-		})
-		return out, err
-	}
-	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: steer, Ask: s.ask, Autonomy: s.autonomyHook(rec.Thread),
-		Grants: s.channelGrants(rec.Thread), Hold: s.holdRequested(id)}
+	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: bd.steer, Ask: s.ask, Autonomy: bd.autonomy,
+		Grants: s.channelGrants(rec.Thread), Hold: bd.hold}
 	stream := s.streams.open(rec)
 	if stream != nil {
 		hooks.Text = stream.text

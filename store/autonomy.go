@@ -18,5 +18,6 @@ func (t *tx) PutChannelAutonomy(c *bot.ChannelAutonomy) error {
 	if c == nil || c.Platform == "" || c.Channel == "" {
 		return errors.New("put channel autonomy: no platform or channel")
 	}
+	t.boundaryWritten()
 	return put(t, bucketAutonomy, c.Key(), "channel autonomy", c)
 }

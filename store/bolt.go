@@ -93,6 +93,10 @@ type DB struct {
 	undecodable  []Quarantined
 	onQuarantine func(Quarantined)
 
+	// boundary counts the commits that changed what working runs read at their step
+	// boundaries (boundary.go).
+	boundary atomic.Uint64
+
 	// notes are the bots' notifications to one another (notify.go).
 	notes notices
 

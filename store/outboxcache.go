@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -63,17 +62,27 @@ func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 		cache = &t.db.outbox
 		seen = cache.load()
 	}
-	out := dst[:0]
-	if out == nil {
-		out = make([]bot.OutboxItem, 0, len(seen))
-	}
+	// The items are gathered by pointer and sorted so: an item is a few hundred bytes, and
+	// sorting a thousand of them in place moved each many times, at every pass.
+	listed := make([]*bot.OutboxItem, 0, len(seen))
 	hits := make([]string, 0, len(seen)) // keys of the items found decoded
 	var fresh []*cachedItem              // items decoded now
 	err = b.ForEach(func(k, v []byte) error {
-		if c := seen[string(k)]; c != nil && bytes.Equal(c.raw, v) {
+		c := seen[string(k)]
+		if c != nil && bytes.Equal(c.raw, v) {
 			hits = append(hits, c.item.Key)
-			out = append(out, c.item)
+			listed = append(listed, &c.item)
 			return nil
+		}
+		if c != nil {
+			// The same item put again at another time, as every checkpoint puts its
+			// run's card (outbox_restamp.go).
+			if it, ok := restamped(c, v); ok {
+				c = &cachedItem{raw: bytes.Clone(v), item: it}
+				fresh = append(fresh, c)
+				listed = append(listed, &c.item)
+				return nil
+			}
 		}
 		it, err := decode[bot.OutboxItem](v, "outbox item "+string(k))
 		if err != nil {
@@ -85,7 +94,7 @@ func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 		if it.Key == string(k) {
 			fresh = append(fresh, &cachedItem{raw: bytes.Clone(v), item: *it})
 		}
-		out = append(out, *it)
+		listed = append(listed, it)
 		return nil
 	})
 	if err != nil {
@@ -103,10 +112,12 @@ func (t *tx) AppendOutbox(dst []bot.OutboxItem) ([]bot.OutboxItem, error) {
 		}
 		cache.store(next)
 	}
-	slices.SortStableFunc(out, func(a, b bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	// The caller may change what it is given; the cached items' lists stay as decoded.
-	for i := range out {
-		out[i].Actions = slices.Clone(out[i].Actions)
+	slices.SortStableFunc(listed, func(a, b *bot.OutboxItem) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	out := slices.Grow(dst[:0], len(listed))
+	for _, it := range listed {
+		out = append(out, *it)
+		// The caller may change what it is given; the cached items' lists stay as decoded.
+		out[len(out)-1].Actions = slices.Clone(it.Actions)
 	}
 	return out, nil
 }
@@ -124,7 +135,7 @@ func (t *tx) OutboxHolds(it bot.OutboxItem) (bool, error) {
 	if stored == nil {
 		return false, nil
 	}
-	data, err := json.Marshal(&it)
+	data, err := encodeOutboxItem(&it)
 	if err != nil {
 		return false, fmt.Errorf("outbox item %s: %w", it.Key, err)
 	}

@@ -69,26 +69,46 @@ func TestOutboxItemsAreCopies(t *testing.T) {
 // BenchmarkOutbox lists an outbox of 1000 status cards, as the dispatcher does on every pass
 // while a thousand runs go: "unchanged", none of them changed since the listing before;
 // "one changed", one card put again before each listing (not measured), as in the
-// makespan scenario, where some run checkpoints between any two passes.
+// makespan scenario, where some run checkpoints between any two passes; "a tenth put
+// again", a hundred cards put again at a new time before each listing, as checkpoints put
+// them; "shuffled", the
+// cards' times in another order than their keys, as runs that checkpoint at their own pace
+// put them, so that listing them oldest first moves them.
 func BenchmarkOutbox(b *testing.B) {
-	for _, mode := range []string{"unchanged", "one changed"} {
+	for _, mode := range []string{"unchanged", "one changed", "a tenth put again", "shuffled"} {
 		b.Run(mode, func(b *testing.B) {
 			db := openTest(b, filepath.Join(b.TempDir(), "loopbot.db"))
 			var items []bot.OutboxItem
 			for i := range 1000 {
+				at := i
+				if mode == "shuffled" {
+					at = i * 7919 % 1000 // a permutation: 7919 is prime
+				}
 				items = append(items, bot.OutboxItem{Key: fmt.Sprintf("card/run-%04d", i), Kind: bot.OutboxCard, RunID: fmt.Sprintf("run-%04d", i),
-					Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", i), Thread: "1740830400.000100"}, CreatedAt: time.Unix(int64(i), 0).UTC()})
+					Thread: bot.ThreadRef{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", i), Thread: "1740830400.000100"}, CreatedAt: time.Unix(int64(at), 0).UTC()})
 			}
 			putOutboxItems(b, db, items...)
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				if mode == "one changed" {
+				switch mode {
+				case "one changed":
 					b.StopTimer()
 					it := items[n%len(items)]
 					n++
 					it.Attempts = n
 					putOutboxItems(b, db, it)
+					b.StartTimer()
+				case "a tenth put again":
+					b.StopTimer()
+					again := make([]bot.OutboxItem, 0, 100)
+					for range 100 {
+						it := items[n%len(items)]
+						n++
+						it.CreatedAt = it.CreatedAt.Add(time.Duration(n) * time.Millisecond)
+						again = append(again, it)
+					}
+					putOutboxItems(b, db, again...)
 					b.StartTimer()
 				}
 				if got := listOutbox(b, db); len(got) != 1000 {
@@ -170,5 +190,27 @@ func TestOutboxHoldsTheItemAsListed(t *testing.T) {
 	}
 	if holds(again) {
 		t.Error("the outbox holds an item taken out")
+	}
+}
+
+// TestOutboxListsOldestFirstThenByKey lists fifty items whose times are out of their keys'
+// order, ten of each time: oldest first, and items of one time in the order of their keys.
+func TestOutboxListsOldestFirstThenByKey(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	var items []bot.OutboxItem
+	for i := range 50 {
+		items = append(items, bot.OutboxItem{Key: fmt.Sprintf("notice/%02d", i), Kind: bot.OutboxNotice, Text: "hello",
+			Thread: bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}, CreatedAt: time.Unix(int64(i*3%5), 0).UTC()})
+	}
+	putOutboxItems(t, db, items...)
+	got := listOutbox(t, db)
+	if len(got) != len(items) {
+		t.Fatalf("%d items listed, want %d", len(got), len(items))
+	}
+	for i := 1; i < len(got); i++ {
+		a, b := got[i-1], got[i]
+		if c := a.CreatedAt.Compare(b.CreatedAt); c > 0 || c == 0 && a.Key > b.Key {
+			t.Fatalf("%s (%s) listed before %s (%s)", a.Key, a.CreatedAt, b.Key, b.CreatedAt)
+		}
 	}
 }

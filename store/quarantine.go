@@ -128,6 +128,10 @@ func (db *DB) quarantine() {
 					if err := b.Delete(q.Key); err != nil {
 						return err
 					}
+					if q.Bucket == string(bucketConversations) || q.Bucket == string(bucketAutonomy) {
+						// Its notes or its level are gone: runs read again (boundary.go).
+						btx.OnCommit(func() { db.boundary.Add(1) })
+					}
 				}
 				key := quarantineKey(q)
 				if qb.Get(key) != nil {

@@ -25,6 +25,8 @@ type tx struct {
 	// function that failed before it changed anything, nor a sync for a group that changed
 	// nothing.
 	wrote bool
+	// counted is set once the transaction is to count in BoundaryWrites (boundary.go).
+	counted bool
 	// db is told of records that do not decode, to quarantine them (quarantine.go).
 	db *DB
 }
@@ -65,14 +67,19 @@ func get[T any](t *tx, bucket []byte, key, what string) (*T, error) {
 
 // put stores v as JSON under key.
 func put(t *tx, bucket []byte, key, what string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", what, key, err)
+	}
+	return putData(t, bucket, key, what, data)
+}
+
+// putData stores data, a value encoded already, under key.
+func putData(t *tx, bucket []byte, key, what string, data []byte) error {
 	if key == "" {
 		return fmt.Errorf("put %s: empty key", what)
 	}
 	b, err := t.bucket(bucket)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", what, key, err)
-	}
-	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", what, key, err)
 	}
@@ -205,6 +212,9 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if r == nil || r.ID == "" {
 		return errors.New("put run: no run id")
 	}
+	if r.PauseBy != "" {
+		t.boundaryWritten()
+	}
 	rec := *r
 	if rec.State != nil {
 		if rec.State.RunID != rec.ID {
@@ -261,6 +271,9 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if r.State != nil {
 		return fmt.Errorf("put run head %s: a head carries no state", r.ID)
 	}
+	if r.PauseBy != "" {
+		t.boundaryWritten()
+	}
 	key, err := t.runKey(r.ID)
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
@@ -276,18 +289,7 @@ func (t *tx) PutRunHead(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
-	stored, err := decode[bot.RunRecord](runs.Get(key), "run "+r.ID)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	rec := *r
-	rec.State, rec.Status = stored.State, stored.Status
-	data, err := json.Marshal(&rec)
-	if err != nil {
-		return fmt.Errorf("put run head %s: %w", r.ID, err)
-	}
-	h := head(&rec)
-	headData, err := json.Marshal(&h)
+	data, headData, err := runWithHead(runs.Get(key), heads.Get(key), r)
 	if err != nil {
 		return fmt.Errorf("put run head %s: %w", r.ID, err)
 	}
@@ -511,6 +513,9 @@ func (t *tx) PutConversation(c *bot.Conversation) error {
 	if c == nil || !c.Thread.Valid() {
 		return errors.New("put conversation: no valid thread")
 	}
+	if len(c.Notes) > 0 {
+		t.boundaryWritten()
+	}
 	return put(t, bucketConversations, c.Thread.Key(), "conversation", c)
 }
 
@@ -608,7 +613,11 @@ func (t *tx) Audit(runID string) ([]bot.AuditEntry, error) {
 }
 
 func (t *tx) PutOutbox(item bot.OutboxItem) error {
-	return put(t, bucketOutbox, item.Key, "outbox item", &item)
+	data, err := encodeOutboxItem(&item)
+	if err != nil {
+		return fmt.Errorf("put outbox item %s: %w", item.Key, err)
+	}
+	return putData(t, bucketOutbox, item.Key, "outbox item", data)
 }
 
 // DeleteOutbox removes the item with key. A missing key is not an error: the item was sent

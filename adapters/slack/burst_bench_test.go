@@ -22,16 +22,7 @@ import (
 // its time divided by its envelopes.
 func BenchmarkSocketBurst(b *testing.B) {
 	const burst = 500
-	fake, err := slackfake.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fake.Close()
-	a, err := New(Config{BotToken: "xoxb-bench", AppToken: "xapp-1-bench", APIURL: fake.APIURL()},
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		b.Fatal(err)
-	}
+	fake, a := benchAdapter(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	h := &instantAcceptor{}
@@ -106,4 +97,55 @@ func (r *instantAcceptor) Accept(_ context.Context, evs []bot.Event) ([]bool, er
 func (r *instantAcceptor) Handle(context.Context, bot.Event) (bot.Result, error) {
 	r.handled.Add(1)
 	return bot.Result{}, nil
+}
+
+// BenchmarkAckBatch is the acker's writing of a full batch's acks (maxBatch of them) on
+// the Socket Mode connection to the fake Slack, which reads them on its own goroutine; an
+// op is one batch.
+func BenchmarkAckBatch(b *testing.B) {
+	fake, a := benchAdapter(b)
+	sc := newSocketClient(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.run(ctx, func(envelope) {}) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if err := fake.WaitConnections(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	acks := make([]ackFrame, maxBatch)
+	for i := range acks {
+		acks[i].envelopeID = fmt.Sprintf("env-%d", i)
+	}
+	// The connection is the client's once the fake has said hello on it.
+	for deadline := time.Now().Add(time.Minute); sc.ack(acks[:1]) != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("no connection")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sc.ack(acks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(acks)), "ns/ack")
+}
+
+// benchAdapter is a fake Slack, closed when b ends, and an adapter that talks to it.
+func benchAdapter(b *testing.B) (*slackfake.Server, *Adapter) {
+	b.Helper()
+	fake, err := slackfake.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(fake.Close)
+	a, err := New(Config{BotToken: "xoxb-bench", AppToken: "xapp-1-bench", APIURL: fake.APIURL()},
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fake, a
 }

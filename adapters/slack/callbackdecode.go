@@ -138,9 +138,15 @@ func (d *callbackDecoder) str(in []byte, s *string) error {
 }
 
 // known returns the value of a string that every callback repeats (its type, its event's
-// type and channel type) without allocating a copy of it.
+// type and channel type) or every envelope (its type) without allocating a copy of it.
 func known(inner []byte) (string, bool) {
 	switch string(inner) {
+	case "events_api":
+		return "events_api", true
+	case "interactive":
+		return "interactive", true
+	case "slash_commands":
+		return "slash_commands", true
 	case "event_callback":
 		return "event_callback", true
 	case "app_mention":
@@ -227,33 +233,78 @@ const (
 
 // decodeCallbackFields reads an Events API callback and, when it is an event_callback with
 // an event_id, its event, as decodeCallback's contract says. cb.Event is a slice of body.
+//
+// It reads the event where it stands in the callback, in the same pass (callbackInOnePass);
+// when that pass fails, or meets a callback it cannot settle alone (no event), the
+// callback is read again in two passes (callbackInTwoPasses), whose result is the answer:
+// the first pass reads each event value it meets, an earlier one a later key replaces
+// included, and an error in one of those is no error for encoding/json. A callback that
+// decodes in one pass decodes the same in two: the last event value read in place is the
+// one the second pass reads.
 func decodeCallbackFields(body []byte) (cb callback, m message, err error) {
 	d := callbackDecoders.Get().(*callbackDecoder)
 	defer callbackDecoders.Put(d)
+	if cb, m, ok := d.callbackInOnePass(body); ok {
+		return cb, m, nil
+	}
+	return d.callbackInTwoPasses(body)
+}
+
+// callbackInOnePass is decodeCallbackFields reading each event value into m as it meets it;
+// false when the pass failed or found no event in an event_callback with an event_id (for
+// the second pass to say what is wrong).
+func (d *callbackDecoder) callbackInOnePass(body []byte) (cb callback, m message, ok bool) {
 	d.reset(body)
-	if _, err := d.object(body, func(key []byte) error {
-		switch field(key, callbackNames) {
-		case cbType:
-			return d.str(body, &cb.Type)
-		case cbTeamID:
-			return d.str(body, &cb.TeamID)
-		case cbEventID:
-			return d.str(body, &cb.EventID)
-		case cbChallenge:
-			return d.str(body, &cb.Challenge)
-		case cbEvent:
-			v, err := d.value(body)
-			cb.Event = v
+	if cb, m, ok = d.callbackAt(body); !ok || d.end() != nil {
+		return callback{}, message{}, false
+	}
+	return cb, m, true
+}
+
+// callbackAt is callbackInOnePass of the callback object that begins next in in, which the
+// decoder reads (the whole body, or a Socket Mode frame whose payload it is).
+func (d *callbackDecoder) callbackAt(in []byte) (cb callback, m message, ok bool) {
+	sawEvent := false
+	if err := d.callbackObject(in, &cb, func() error {
+		start := valueStart(in, d.dec.InputOffset())
+		// A repeated event replaces the one before, as a json.RawMessage does.
+		m, sawEvent = message{}, true
+		if err := d.message(in, &m); err != nil {
 			return err
-		case cbAuthorizations:
-			return d.authorizations(body, &cb)
 		}
-		_, err := d.value(body)
+		cb.Event = in[start:d.dec.InputOffset()]
+		return nil
+	}); err != nil {
+		return callback{}, message{}, false
+	}
+	switch {
+	case cb.Type != "event_callback":
+		return cb, message{}, true
+	case cb.EventID == "" || !sawEvent:
+		return callback{}, message{}, false
+	}
+	return cb, m, true
+}
+
+// valueStart is where the value of the key that ends at offset begins in in: after the
+// white space and the colon between them. The value ends where the decoder stands once
+// it is read.
+func valueStart(in []byte, offset int64) int {
+	start := int(offset)
+	for start < len(in) && (in[start] == ' ' || in[start] == '\t' || in[start] == '\n' || in[start] == '\r' || in[start] == ':') {
+		start++
+	}
+	return start
+}
+
+// callbackInTwoPasses is decodeCallbackFields reading the callback, then its last event
+// value alone.
+func (d *callbackDecoder) callbackInTwoPasses(body []byte) (cb callback, m message, err error) {
+	if err := d.callbackMembers(body, &cb, func() error {
+		v, err := d.value(body)
+		cb.Event = v
 		return err
 	}); err != nil {
-		return callback{}, message{}, err
-	}
-	if err := d.end(); err != nil {
 		return callback{}, message{}, err
 	}
 	if cb.Type != "event_callback" {
@@ -266,38 +317,77 @@ func decodeCallbackFields(body []byte) (cb callback, m message, err error) {
 	// refuses it, as encoding/json does.
 	ev := cb.Event
 	d.reset(ev)
-	if _, err := d.object(ev, func(key []byte) error {
-		switch field(key, messageNames) {
-		case mType:
-			return d.str(ev, &m.Type)
-		case mSubtype:
-			return d.str(ev, &m.Subtype)
-		case mUser:
-			return d.str(ev, &m.User)
-		case mBotID:
-			return d.str(ev, &m.BotID)
-		case mText:
-			return d.str(ev, &m.Text)
-		case mTS:
-			return d.str(ev, &m.TS)
-		case mThreadTS:
-			return d.str(ev, &m.ThreadTS)
-		case mChannel:
-			return d.str(ev, &m.Channel)
-		case mChannelType:
-			return d.str(ev, &m.ChannelType)
-		case mEdited:
-			return d.edited(ev, &m)
-		}
-		_, err := d.value(ev)
-		return err
-	}); err != nil {
+	if err := d.message(ev, &m); err != nil {
 		return callback{}, message{}, err
 	}
 	if err := d.end(); err != nil {
 		return callback{}, message{}, err
 	}
 	return cb, m, nil
+}
+
+// callbackMembers reads body, the whole callback, into cb; event reads the value of each
+// event key, with the decoder standing before it.
+func (d *callbackDecoder) callbackMembers(body []byte, cb *callback, event func() error) error {
+	d.reset(body)
+	if err := d.callbackObject(body, cb, event); err != nil {
+		return err
+	}
+	return d.end()
+}
+
+// callbackObject is callbackMembers of the callback object that begins next in in.
+func (d *callbackDecoder) callbackObject(in []byte, cb *callback, event func() error) error {
+	_, err := d.object(in, func(key []byte) error {
+		switch field(key, callbackNames) {
+		case cbType:
+			return d.str(in, &cb.Type)
+		case cbTeamID:
+			return d.str(in, &cb.TeamID)
+		case cbEventID:
+			return d.str(in, &cb.EventID)
+		case cbChallenge:
+			return d.str(in, &cb.Challenge)
+		case cbEvent:
+			return event()
+		case cbAuthorizations:
+			return d.authorizations(in, cb)
+		}
+		_, err := d.value(in)
+		return err
+	})
+	return err
+}
+
+// message reads the event object that begins next into m.
+func (d *callbackDecoder) message(in []byte, m *message) error {
+	_, err := d.object(in, func(key []byte) error {
+		switch field(key, messageNames) {
+		case mType:
+			return d.str(in, &m.Type)
+		case mSubtype:
+			return d.str(in, &m.Subtype)
+		case mUser:
+			return d.str(in, &m.User)
+		case mBotID:
+			return d.str(in, &m.BotID)
+		case mText:
+			return d.str(in, &m.Text)
+		case mTS:
+			return d.str(in, &m.TS)
+		case mThreadTS:
+			return d.str(in, &m.ThreadTS)
+		case mChannel:
+			return d.str(in, &m.Channel)
+		case mChannelType:
+			return d.str(in, &m.ChannelType)
+		case mEdited:
+			return d.edited(in, m)
+		}
+		_, err := d.value(in)
+		return err
+	})
+	return err
 }
 
 // edited reads a message's edited object into m.Edited: null sets it nil, an object is

@@ -130,8 +130,14 @@ func messageOf(cb callback, m message, self identity) (ev bot.Event, ts string, 
 		User:   bot.User{ID: m.User},
 		At:     tsTime(m.TS),
 	}
-	mentionsMe := self.UserID != "" && stripMention(m.Text, "<@"+self.UserID) != m.Text
-	ev.Text = goalText(m.Text, self.UserID)
+	// The text without the bot's mention, once for both uses: stripMention returns the text
+	// itself when there is none.
+	stripped := m.Text
+	if self.UserID != "" {
+		stripped = stripMention(m.Text, "<@"+self.UserID)
+	}
+	mentionsMe := stripped != m.Text
+	ev.Text = unescapeGoal(stripped)
 	switch {
 	case m.Type == "app_mention":
 		// Direct messages arrive as message.im events, which are handled below; Slack
@@ -192,12 +198,26 @@ func goalText(text, botUserID string) string {
 	if botUserID != "" {
 		text = stripMention(text, "<@"+botUserID)
 	}
-	return strings.TrimSpace(unescaper.Replace(text))
+	return unescapeGoal(text)
 }
 
-// stripMention removes every <@ID> and <@ID|name> that starts with open ("<@ID").
+// unescapeGoal is goalText of a text without the bot's mention. A text without an entity is
+// not copied (each of unescaper's entities starts with '&').
+func unescapeGoal(text string) string {
+	if strings.IndexByte(text, '&') >= 0 {
+		text = unescaper.Replace(text)
+	}
+	return strings.TrimSpace(text)
+}
+
+// stripMention removes every <@ID> and <@ID|name> that starts with open ("<@ID"); a text
+// without one is returned as it is, not copied.
 func stripMention(text, open string) string {
+	if !strings.Contains(text, open) {
+		return text
+	}
 	var out strings.Builder
+	out.Grow(len(text))
 	for {
 		i := strings.Index(text, open)
 		if i < 0 {

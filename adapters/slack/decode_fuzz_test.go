@@ -29,6 +29,14 @@ func FuzzDecodeCallback(f *testing.F) {
 	f.Add([]byte(`{"type":"event_callback","event_id":"E2","event":{"user":"\ud800x","edited":{"ts":"1"},"edited":null},"authorizations":[{"team_id":"A"}],"authorizations":[]}`))
 	f.Add([]byte(`{"type":"event_callback","event_id":"E4","event":{},"authorizations":[{"team_id":"A"},{"team_id":"B"}],"authorizations":[{}]}`))
 	f.Add([]byte(`{"type":"event_callback","event_id":"E5","event":null,"authorizations":[]}`))
+	// The event is read where it stands: a repeated event whose earlier value is no message
+	// (encoding/json replaces it unread), a bad event in a callback of another type, an
+	// event before the type, white space around its colon.
+	f.Add([]byte(`{"type":"event_callback","event_id":"E6","event":{"type":5},"event":{"type":"message","text":"x","ts":"1","channel":"C1"}}`))
+	f.Add([]byte(`{"type":"url_verification","event":{"type":5},"challenge":"c"}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E9","event":{"type":"message","user":"U9","edited":{"ts":"1"}},"event":{"type":"app_mention","text":"b"}}`))
+	f.Add([]byte(`{"event" :` + "\t\n" + ` {"type":"message","text":"y"} ,"type":"event_callback","event_id":"E7","event_id":""}`))
+	f.Add([]byte(`{"event":{"type":"message","text":"z"},"type":"event_callback","event_id":"E8"}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"type":"event_callback","event_id":"E3"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

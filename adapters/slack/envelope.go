@@ -1,14 +1,12 @@
 package slack
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -19,11 +17,11 @@ import (
 // disconnect when Slack wants the app to reconnect, and the envelopes that carry a payload
 // (events_api, interactive, slash_commands) with the envelope_id the app acknowledges
 // (https://api.slack.com/apis/connections/socket-implement). The acknowledgement waits on
-// what the receiving loop does with each frame, so the loop reads only the envelope's own
-// fields here, in one pass that does not decode the payload: it is handed on as the bytes
-// it was, to the payload's own decoder (decode.go), which reads it once. The pass is
-// jsontext's, the syntactic layer of encoding/json/v2 (go-json-experiment/json, which the
-// store already uses), not a scanner of our own.
+// what the receiving loop does with each frame, so the loop reads the frame once: the
+// envelope's own fields, and a payload that is an Events API callback where it stands
+// (callbackdecode.go); any other payload is handed on as the bytes it was, to its own
+// decoder (decode.go). The pass is jsontext's, the syntactic layer of encoding/json/v2
+// (go-json-experiment/json, which the store already uses), not a scanner of our own.
 
 // envelope is one Socket Mode frame's own fields.
 type envelope struct {
@@ -37,6 +35,13 @@ type envelope struct {
 	RetryReason            string
 	// Reason is a disconnect's: refresh_requested, warning or link_disabled.
 	Reason string
+
+	// callback and event, when decoded is set, are the payload's, decoded as decodeCallback
+	// decodes it: read in the envelope's own pass, where the payload is an Events API
+	// callback that decodes without an error.
+	callback callback
+	event    message
+	decoded  bool
 }
 
 // envelopeFields are the keys decodeEnvelope keeps; every other key's value is skipped.
@@ -65,54 +70,101 @@ var envelopeKeys = [...]string{
 // envelope's shape.
 var errEnvelope = errors.New("not a socket mode envelope")
 
-// envelopeDecoders keeps jsontext decoders (and their buffers) between frames.
-var envelopeDecoders = sync.Pool{New: func() any { return new(envelopeDecoder) }}
-
-type envelopeDecoder struct {
-	r   bytes.Reader
-	dec jsontext.Decoder
-}
-
 // decodeEnvelope reads a frame's envelope fields as encoding/json would into a struct of
 // them (keys matched without regard to case, the last of a repeated key winning, invalid
-// UTF-8 taken, null leaving a field empty), without decoding the payload or the values of
-// other keys: jsontext (encoding/json/v2's syntactic layer) only checks their syntax and
-// hands back their bytes. FuzzDecodeEnvelope holds it to encoding/json on every frame.
+// UTF-8 taken, null leaving a field empty), without decoding the values of other keys:
+// jsontext (encoding/json/v2's syntactic layer) only checks their syntax and hands back
+// their bytes. FuzzDecodeEnvelope holds it to encoding/json on every frame.
+//
+// A payload that is an object is read as an Events API callback where it stands, in the
+// same pass (callbackAt), rather than checked here and read again by the payload's
+// decoder: what an events_api envelope carries is read once. When that fails (the payload
+// is no callback, or not valid), the frame is read again with the payload only checked,
+// and that pass's answer is the frame's: an envelope of another type, or one whose payload
+// the callback's decoder refuses, is as it was.
 func decodeEnvelope(frame []byte) (envelope, error) {
-	d := envelopeDecoders.Get().(*envelopeDecoder)
-	defer envelopeDecoders.Put(d)
-	d.r.Reset(frame)
-	d.dec.Reset(&d.r, decoderOptions...)
-	dec := &d.dec
-
+	d := callbackDecoders.Get().(*callbackDecoder)
+	defer callbackDecoders.Put(d)
 	var e envelope
+	err := d.envelopeMembers(frame, &e, func() error {
+		// The last payload wins, as in encoding/json.
+		e.callback, e.event, e.decoded = callback{}, message{}, false
+		if d.dec.PeekKind() != '{' {
+			v, err := d.dec.ReadValue()
+			if err != nil {
+				return errEnvelope
+			}
+			end := int(d.dec.InputOffset())
+			e.Payload = frame[end-len(v) : end]
+			return nil
+		}
+		start := valueStart(frame, d.dec.InputOffset())
+		cb, m, ok := d.callbackAt(frame)
+		if !ok {
+			return errEnvelope
+		}
+		e.Payload = frame[start:d.dec.InputOffset()]
+		e.callback, e.event, e.decoded = cb, m, true
+		return nil
+	})
+	if err == nil {
+		return e, nil
+	}
+	e = envelope{}
+	if err := d.envelopeMembers(frame, &e, nil); err != nil {
+		return envelope{}, err
+	}
+	return e, nil
+}
+
+// envelopeMembers reads frame's envelope fields into e. payload, if set, reads the value of
+// each payload key, with the decoder standing before it; else the value's bytes are taken.
+func (d *callbackDecoder) envelopeMembers(frame []byte, e *envelope, payload func() error) error {
+	d.reset(frame)
+	dec := &d.dec
+	if dec.PeekKind() == 'n' {
+		// encoding/json leaves a struct alone for null: an envelope of no fields.
+		if _, err := dec.ReadToken(); err != nil {
+			return errEnvelope
+		}
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return errEnvelope
+		}
+		return nil
+	}
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return envelope{}, errEnvelope
+		return errEnvelope
 	}
 	for dec.PeekKind() == '"' {
 		key, err := dec.ReadToken()
 		if err != nil {
-			return envelope{}, errEnvelope
+			return errEnvelope
 		}
 		f := fieldOf(key.String())
+		if f == fieldPayload && payload != nil {
+			if err := payload(); err != nil {
+				return err
+			}
+			continue
+		}
 		value, err := dec.ReadValue()
 		if err != nil {
-			return envelope{}, errEnvelope
+			return errEnvelope
 		}
 		// The value's bytes are the decoder's until its next read: take them from the frame,
 		// where they end at the decoder's offset.
 		end := int(dec.InputOffset())
 		if err := e.set(f, frame[end-len(value):end]); err != nil {
-			return envelope{}, err
+			return err
 		}
 	}
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
-		return envelope{}, errEnvelope
+		return errEnvelope
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return envelope{}, errEnvelope
+		return errEnvelope
 	}
-	return e, nil
+	return nil
 }
 
 // fieldOf is the envelope field a key names.
@@ -140,6 +192,12 @@ func (e *envelope) set(f int, value []byte) error {
 	var err error
 	switch f {
 	case fieldType:
+		if value[0] == '"' {
+			if k, ok := known(value[1 : len(value)-1]); ok {
+				e.Type = k
+				break
+			}
+		}
 		e.Type, err = jsonString(value)
 	case fieldEnvelopeID:
 		e.EnvelopeID, err = jsonString(value)

@@ -47,6 +47,11 @@ func TestDecodeEnvelopeCaptured(t *testing.T) {
 			if !bytes.Equal(got.Payload, ref.Payload) {
 				t.Errorf("payload\n got %s\nwant %s", got.Payload, ref.Payload)
 			}
+			// Slack's events_api payloads are read with the envelope.
+			if got.Type == "events_api" && !got.decoded {
+				t.Errorf("the payload of %s was not read with the envelope", tc.file)
+			}
+			got = withoutCallback(t, got)
 			got.Payload = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("envelope\n got %+v\nwant %+v", got, tc.want)
@@ -78,6 +83,8 @@ func TestDecodeEnvelope(t *testing.T) {
 		{name: "null leaves a field empty", frame: `{"type":null,"retry_attempt":null,"payload":null}`, payload: `null`},
 		{name: "white space", frame: " \t\n{ \"type\" : \"hello\" , \"n\" : [ ] } \r\n", want: envelope{Type: "hello"}},
 		{name: "empty object", frame: `{}`},
+		{name: "null, which encoding/json takes as no fields", frame: " null\n"},
+		{name: "null and more", frame: `null {}`, bad: true},
 		{name: "numbers skipped", frame: `{"a":-0.5e+10,"b":0,"c":12E3,"type":"t"}`, want: envelope{Type: "t"}},
 		{name: "not an object", frame: `["type"]`, bad: true},
 		{name: "trailing bytes", frame: `{"type":"hello"}x`, bad: true},
@@ -107,6 +114,7 @@ func TestDecodeEnvelope(t *testing.T) {
 			if string(got.Payload) != tc.payload {
 				t.Errorf("payload %s, want %s", got.Payload, tc.payload)
 			}
+			got = withoutCallback(t, got)
 			got.Payload = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("envelope\n got %+v\nwant %+v", got, tc.want)
@@ -139,6 +147,14 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"slash_commands","envelope_id":"e\u0031","payload":{"text":"\ud83d\ude00"},"accepts_response_payload":true}`))
 	f.Add([]byte(`{"Type":"a","TYPE":null,"retry_attempt":-0,"x":[true,false,null,1e5,{"y":""}]}`))
+	// Payloads read as callbacks where they stand: one, a repeated one whose last is no
+	// object, one that is no callback (a wrong type), one before an invalid field, an
+	// event_callback without an event_id.
+	f.Add([]byte(`{"payload": {"type":"event_callback","event_id":"E1","event":{"type":"app_mention","text":"hi","ts":"1.2","channel":"C1","user":"U1"}} ,"type":"events_api","envelope_id":"e1"}`))
+	f.Add([]byte(`{"payload":{"type":"event_callback","event_id":"E1","event":{}},"payload":null,"type":"events_api","envelope_id":"e2"}`))
+	f.Add([]byte(`{"payload":{"type":"event_callback","event_id":"E1","event":{"text":5}},"type":"events_api","envelope_id":"e3"}`))
+	f.Add([]byte(`{"payload":{"type":"event_callback","event_id":"E1","event":{}},"type":"events_api","retry_attempt":"1"}`))
+	f.Add([]byte(`{"payload":{"type":"event_callback","event":{}},"type":"events_api","envelope_id":"e4"}`))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		got, err := decodeEnvelope(frame)
 		var ref referenceEnvelope
@@ -154,6 +170,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		if !bytes.Equal(got.Payload, want.Payload) {
 			t.Fatalf("frame %q: payload %q, encoding/json's %q", frame, got.Payload, want.Payload)
 		}
+		got = withoutCallback(t, got)
 		got.Payload, want.Payload = nil, nil
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("frame %q:\n got %+v\nwant %+v", frame, got, want)
@@ -163,7 +180,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 
 // benchmarkFrame is an app_mention envelope as the fake Slack writes it, the frame of the
 // ack scenario of loopbench.
-func benchmarkFrame(b *testing.B) []byte {
+func benchmarkFrame(b testing.TB) []byte {
 	b.Helper()
 	payload, err := json.Marshal(slackfake.MentionCallback("Ev1", "C1", "1700000000.000100", "", "<@UBOT> check the build"))
 	if err != nil {
@@ -181,8 +198,8 @@ func benchmarkFrame(b *testing.B) []byte {
 // from the frame's bytes to the bot.Event to accept: with slack-go's socketmode client
 // (the frame read as a json.RawMessage, decoded into its Request, the payload parsed by
 // slackevents, then read again by the adapter for an assistant thread and for a message:
-// the path before the adapter had its own loop), and with decodeEnvelope handing the
-// payload to decodeMessage, which reads the callback and its event once each.
+// the path before the adapter had its own loop), and with decodeEnvelope, which reads the
+// callback and its event in the frame's own pass.
 func BenchmarkSocketFrameToEvent(b *testing.B) {
 	frame := benchmarkFrame(b)
 	self := identity{UserID: "UBOT", TeamID: "T1"}
@@ -219,10 +236,11 @@ func BenchmarkSocketFrameToEvent(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			e, err := decodeEnvelope(frame)
-			if err != nil {
-				b.Fatal(err)
+			if err != nil || !e.decoded {
+				b.Fatal(err, e.decoded)
 			}
-			if _, _, ok, err := decodeMessage(e.Payload, self); !ok || err != nil {
+			// The callback read with the envelope, as the receiving loop takes it.
+			if _, _, ok, err := messageOf(e.callback, e.event, self); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 		}
@@ -250,4 +268,43 @@ func BenchmarkDecodeEnvelope(b *testing.B) {
 			}
 		}
 	})
+}
+
+// withoutCallback checks that the callback decodeEnvelope read in its pass, if it read
+// one, is what decodeCallback reads from the payload, and returns e without it.
+func withoutCallback(t *testing.T, e envelope) envelope {
+	t.Helper()
+	if e.decoded {
+		cb, m, err := decodeCallback(e.Payload)
+		if err != nil || !reflect.DeepEqual(m, e.event) || !sameCallback(cb, e.callback) {
+			t.Fatalf("payload %q: callback read with the envelope %+v %+v, decodeCallback's %+v %+v (err %v)", e.Payload, e.callback, e.event, cb, m, err)
+		}
+	}
+	e.callback, e.event, e.decoded = callback{}, message{}, false
+	return e
+}
+
+// sameCallback reports whether two decoded callbacks are the same, their events' bytes
+// compared as bytes.
+func sameCallback(a, b callback) bool {
+	ea, eb := a.Event, b.Event
+	a.Event, b.Event = nil, nil
+	return reflect.DeepEqual(a, b) && bytes.Equal(ea, eb)
+}
+
+// TestDecodeEnvelopeReadsTheCallback: the payload of an app_mention envelope, as the fake
+// Slack writes it, is read in the envelope's own pass, as decodeCallback reads it.
+func TestDecodeEnvelopeReadsTheCallback(t *testing.T) {
+	frame := benchmarkFrame(t)
+	e, err := decodeEnvelope(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, m, err := decodeCallback(e.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.decoded || !sameCallback(e.callback, cb) || !reflect.DeepEqual(e.event, m) || m.Text != "<@UBOT> check the build" {
+		t.Errorf("envelope's callback %+v %+v (decoded %v), want decodeCallback's %+v %+v", e.callback, e.event, e.decoded, cb, m)
+	}
 }

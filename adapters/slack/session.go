@@ -359,6 +359,11 @@ func (s *session) fromEvent(body []byte) (job, bool) {
 		s.a.log.Warn("slack: undecodable event acknowledged and dropped", "err", logSafe(err))
 		return job{}, false
 	}
+	return s.fromCallback(body, cb, m)
+}
+
+// fromCallback is fromEvent of body already decoded into cb and m.
+func (s *session) fromCallback(body []byte, cb callback, m message) (job, bool) {
 	if cb.Type != "event_callback" {
 		return job{}, false
 	}

@@ -218,7 +218,11 @@ func (a *Adapter) decodeEnvelopeJob(s *session, e envelope) (delivery, bool) {
 	var ok bool
 	switch e.Type {
 	case "events_api":
-		j, ok = s.fromEvent(e.Payload)
+		if e.decoded {
+			j, ok = s.fromCallback(e.Payload, e.callback, e.event)
+		} else {
+			j, ok = s.fromEvent(e.Payload)
+		}
 	case "interactive":
 		j, ok = s.fromInteraction(e.Payload)
 	case "slash_commands":

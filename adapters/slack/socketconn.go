@@ -277,6 +277,8 @@ func (c *socketClient) ack(acks []ackFrame) error {
 	conn.wmu.Lock()
 	defer conn.wmu.Unlock()
 	conn.out.hold()
+	// One deadline for the batch, which goes out in one write at the flush.
+	_ = conn.ws.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
 	for _, a := range acks {
 		b, err := appendAck(conn.ackBuf[:0], a)
 		if err != nil {
@@ -284,7 +286,6 @@ func (c *socketClient) ack(acks []ackFrame) error {
 			return err
 		}
 		conn.ackBuf = b
-		_ = conn.ws.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
 		if err := conn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			_ = conn.out.flush()
 			return fmt.Errorf("write ack: %w", err)
@@ -331,6 +332,9 @@ type batchConn struct {
 	mu      sync.Mutex
 	holding bool
 	buf     []byte
+	// deadline is the write deadline set while holding (if deadlineSet), for the flush.
+	deadline    time.Time
+	deadlineSet bool
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
@@ -341,6 +345,19 @@ func (c *batchConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+// SetWriteDeadline, while writes are held, keeps the deadline for the flush's write:
+// gorilla/websocket sets it before every frame, and a batch of acks is hundreds of frames,
+// each deadline a change of a runtime timer.
+func (c *batchConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holding {
+		c.deadline, c.deadlineSet = t, true
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // hold keeps the writes until flush.
@@ -355,8 +372,16 @@ func (c *batchConn) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holding = false
+	deadline, set := c.deadline, c.deadlineSet
+	c.deadline, c.deadlineSet = time.Time{}, false
 	if len(c.buf) == 0 {
 		return nil
+	}
+	if set {
+		if err := c.Conn.SetWriteDeadline(deadline); err != nil {
+			c.buf = c.buf[:0]
+			return err
+		}
 	}
 	_, err := c.Conn.Write(c.buf)
 	c.buf = c.buf[:0]

@@ -127,10 +127,16 @@ func TestSocketPingsKeepTheConnection(t *testing.T) {
 	}
 }
 
-// countingConn records the writes that reach the network.
+// countingConn records the writes that reach the network, and the write deadlines set.
 type countingConn struct {
 	net.Conn
-	writes [][]byte
+	writes    [][]byte
+	deadlines []time.Time
+}
+
+func (c *countingConn) SetWriteDeadline(t time.Time) error {
+	c.deadlines = append(c.deadlines, t)
+	return nil
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
@@ -139,21 +145,29 @@ func (c *countingConn) Write(p []byte) (int, error) {
 }
 
 // TestBatchConn: what is written while a batch is held reaches the network in one write at
-// the flush; what is written otherwise goes out at once.
+// the flush, with the last write deadline set meanwhile; what is written otherwise goes out
+// at once, as does its deadline.
 func TestBatchConn(t *testing.T) {
 	nc := &countingConn{}
 	c := &batchConn{Conn: nc}
+	t0 := time.Unix(1700000000, 0)
+	if err := c.SetWriteDeadline(t0); err != nil || !slices.Equal(nc.deadlines, []time.Time{t0}) {
+		t.Fatalf("a deadline outside a batch: deadlines %v, err %v; want it set at once", nc.deadlines, err)
+	}
 	if _, err := c.Write([]byte("pong")); err != nil || len(nc.writes) != 1 {
 		t.Fatalf("a write outside a batch: %d writes, err %v; want it sent at once", len(nc.writes), err)
 	}
 	c.hold()
-	for _, p := range []string{"ack1", "ack2", "ack3"} {
+	for i, p := range []string{"ack1", "ack2", "ack3"} {
+		if err := c.SetWriteDeadline(t0.Add(time.Duration(i+1) * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := c.Write([]byte(p)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(nc.writes) != 1 {
-		t.Fatalf("%d writes while held, want none sent", len(nc.writes)-1)
+	if len(nc.writes) != 1 || len(nc.deadlines) != 1 {
+		t.Fatalf("%d writes and %d deadlines while held, want none sent", len(nc.writes)-1, len(nc.deadlines)-1)
 	}
 	if err := c.flush(); err != nil {
 		t.Fatal(err)
@@ -161,7 +175,13 @@ func TestBatchConn(t *testing.T) {
 	if len(nc.writes) != 2 || string(nc.writes[1]) != "ack1ack2ack3" {
 		t.Errorf("writes %q, want the batch in one", nc.writes)
 	}
+	if want := []time.Time{t0, t0.Add(3 * time.Second)}; !slices.Equal(nc.deadlines, want) {
+		t.Errorf("deadlines %v, want %v: the batch's write under the last one set", nc.deadlines, want)
+	}
 	if _, err := c.Write([]byte("pong")); err != nil || len(nc.writes) != 3 {
 		t.Errorf("a write after the flush: %d writes, err %v; want it sent at once", len(nc.writes), err)
+	}
+	if err := c.SetWriteDeadline(t0); err != nil || len(nc.deadlines) != 3 {
+		t.Errorf("a deadline after the flush: deadlines %v, err %v; want it set at once", nc.deadlines, err)
 	}
 }

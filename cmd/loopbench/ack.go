@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"runtime/trace"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
@@ -19,7 +20,8 @@ import (
 // writing the envelope to it reading the acknowledgement back. Slack wants it within 3
 // seconds; the adapter acknowledges once the bot has accepted the event (stored it with
 // the envelopes that arrived with it, one disk sync per batch), so the figure is what the
-// adapter's receiving loop and those syncs cost while the bot is busy with the burst.
+// adapter's receiving loop and those syncs cost while the bot is busy with the burst. The
+// fake runs in a child process (slack_process.go) unless -ack-fake=inline.
 func ackLatency(ctx context.Context, o options) ([]figure, error) {
 	db, closeStore, err := tempStore("loopbench-ack-")
 	if err != nil {
@@ -40,9 +42,24 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
 	}
+	var fake ackSlack
+	where := "in a child process"
+	if o.ackFake == ackFakeInline {
+		where = "in this process"
+		if fake, err = newInlineSlack(); err != nil {
+			return nil, err
+		}
+	} else {
+		p, err := startSlackProcess(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer p.stop()
+		fake = p
+	}
 	// The bot runs with its defaults, as deployed: the burst's runs queue behind
 	// MaxConcurrentRuns while the events keep arriving.
-	sb, err := startSlackBot(ctx, db, ag, bot.Config{}, o.ackEvents)
+	sb, err := startSlackBot(ctx, fake, db, ag, bot.Config{}, o.ackEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -53,34 +70,16 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 		}
 	}()
 
-	// Each mention is in its own channel, so that the outbox, which paces each channel,
-	// can post every run's card while the bot stops, instead of one a second.
-	// The payloads and envelope IDs are made before the burst, so that what the fake does
-	// while it sends (in this process, on these cores) is only writing the frames, as
-	// Slack's servers would from elsewhere.
-	payloads := make([]json.RawMessage, o.ackEvents)
-	ids := make([]string, o.ackEvents)
-	for i := range payloads {
-		ids[i] = fmt.Sprintf("env-%d", i)
-		ts := fmt.Sprintf("1700000000.%06d", i+1)
-		if payloads[i], err = json.Marshal(mention(fmt.Sprintf("Ev%d", i), fmt.Sprintf("C%d", i), ts, "check the build")); err != nil {
-			return nil, fmt.Errorf("encode envelope %d: %w", i, err)
-		}
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := fake.prepare(waitCtx, o.ackEvents, o.ackDrop); err != nil {
+		return nil, fmt.Errorf("prepare the burst: %w", err)
 	}
 	// The burst's start and end are marked in an execution trace (-trace), so that it can
 	// be told apart from the scenario's setup and the runs it starts.
 	trace.Log(ctx, "ack", "burst start")
-	for i, p := range payloads {
-		if err := sb.fake.Send("events_api", ids[i], p); err != nil {
-			return nil, fmt.Errorf("send envelope %d: %w", i, err)
-		}
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	// The wait runs on the cores the burst shares: it wakes once, at the last ack, rather
-	// than at every ack the fake reads.
-	if err := sb.fake.WaitAcks(waitCtx, o.ackEvents); err != nil {
-		return nil, fmt.Errorf("%d of %d envelopes acknowledged: %w", sb.fake.AckCount(), o.ackEvents, err)
+	if err := fake.burst(waitCtx); err != nil {
+		return nil, fmt.Errorf("burst: %w", err)
 	}
 	trace.Log(ctx, "ack", "burst acknowledged")
 	// Every acknowledged event must also have started its run, or the figure would be that
@@ -108,22 +107,49 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 		return nil, err
 	}
 
-	acks := sb.fake.Acks()
-	var lat []time.Duration
-	for _, a := range acks {
-		if a.Deliveries != 1 {
-			return nil, fmt.Errorf("envelope %s was delivered %d times: the socket dropped", a.EnvelopeID, a.Deliveries)
-		}
-		lat = append(lat, a.Latency())
+	// The acks are read once the adapter has stopped, so that a late one (a redelivery's)
+	// is among them.
+	acks, err := fake.acks(ctx)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(lat)
+	lat, err := ackLatencies(o.ackEvents, acks)
+	if err != nil {
+		return nil, err
+	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
-	note := fmt.Sprintf("%d app_mention envelopes sent back to back over Socket Mode, each in its own channel, to the Slack adapter and a bot with default settings (model answering at once, real store): envelope written to ack read", len(lat))
+	note := fmt.Sprintf("%d app_mention envelopes sent back to back over Socket Mode, each in its own channel, by the fake Slack %s to the Slack adapter and a bot with default settings (model answering at once, real store): envelope written to ack read", len(lat), where)
 	return []figure{
 		{Key: "ack_p50_ms", Value: ms(p50), Unit: "ms", Note: note},
 		{Key: "ack_p99_ms", Value: ms(p99), Unit: "ms", Note: fmt.Sprintf("same burst; the slowest ack took %s", lat[len(lat)-1].Round(time.Microsecond))},
 		{Key: "ack_accept_commits", Value: float64(sb.h.accepts.Load()), Unit: "commits", Note: "same burst: the transactions (one disk sync each) that made the envelopes durable before their acks"},
 	}, nil
+}
+
+// ackLatencies checks that acks are one ack of each of the burst's n envelopes (env-0 ..
+// env-n-1), each of its only delivery, and returns their latencies, sorted. A redelivered
+// envelope means the socket dropped, and its latency would be the redelivery's alone.
+func ackLatencies(n int, acks []ackRecord) ([]time.Duration, error) {
+	seen := make(map[string]bool, n)
+	lat := make([]time.Duration, 0, n)
+	for _, a := range acks {
+		i, err := strconv.Atoi(strings.TrimPrefix(a.EnvelopeID, "env-"))
+		switch {
+		case !strings.HasPrefix(a.EnvelopeID, "env-") || err != nil || i < 0 || i >= n || a.EnvelopeID != fmt.Sprintf("env-%d", i):
+			return nil, fmt.Errorf("an ack of envelope %q, which the burst did not send", a.EnvelopeID)
+		case a.Deliveries != 1:
+			return nil, fmt.Errorf("envelope %s was delivered %d times: the socket dropped", a.EnvelopeID, a.Deliveries)
+		case seen[a.EnvelopeID]:
+			return nil, fmt.Errorf("envelope %s was acknowledged twice", a.EnvelopeID)
+		}
+		seen[a.EnvelopeID] = true
+		lat = append(lat, a.Latency)
+	}
+	if len(lat) != n {
+		return nil, fmt.Errorf("%d of %d envelopes acknowledged", len(lat), n)
+	}
+	slices.Sort(lat)
+	return lat, nil
 }
 
 // percentile returns the p-th percentile of sorted ds by the nearest-rank method: the

@@ -51,11 +51,15 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	}
 
 	const editInterval = time.Second
-	sb, err := startSlackBot(ctx, db, ag, bot.Config{EditInterval: agent.Duration(editInterval)}, 1)
+	fake, err := newInlineSlack()
 	if err != nil {
 		return nil, err
 	}
-	if err := sb.fake.Send("events_api", "env-chat", mention("Ev-chat", "C1", "1700000000.000001", "look at everything")); err != nil {
+	sb, err := startSlackBot(ctx, fake, db, ag, bot.Config{EditInterval: agent.Duration(editInterval)}, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := fake.Send("events_api", "env-chat", mention("Ev-chat", "C1", "1700000000.000001", "look at everything")); err != nil {
 		sb.stop()
 		return nil, fmt.Errorf("send mention: %w", err)
 	}
@@ -86,7 +90,7 @@ func chatCalls(ctx context.Context, o options) ([]figure, error) {
 	// run's; everything else is.
 	var r recorder
 	perMethod := map[string]int{}
-	for _, c := range sb.fake.Calls() {
+	for _, c := range fake.Calls() {
 		kind := ""
 		switch c.Method {
 		case "auth.test", "apps.connections.open":

@@ -9,7 +9,7 @@
 //
 //	go run ./cmd/loopbench [-scenarios=step,step-postgres,prompt,chat,ack,makespan,makespan-replicas,planner,startup,autonomy]
 //	                       [-step-runs=N] [-step-steps=N] [-prompt-steps=N] [-output-kb=N]
-//	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N]
+//	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N] [-ack-fake=process|inline]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D] [-makespan-model=lean|llmtest]
 //	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
 //	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE] [-trace=FILE]
@@ -44,6 +44,10 @@
 //	         of one channel in any second.
 //	ack      ack_p50_ms and ack_p99_ms: a burst of app_mention envelopes over Socket Mode;
 //	         the time from the fake writing each envelope to it reading the ack back.
+//	         The fake Slack runs in a child process, as Slack is not in the bot's process
+//	         (-ack-fake=inline runs it in this one, sharing the bot's scheduler and GC); the
+//	         scenario fails unless each envelope was acknowledged once, on its only delivery.
+//	         ack_accept_commits: the transactions that stored the envelopes before their acks.
 //	makespan makespan_ratio and peak_rss_mb: many runs started at once against a slow
 //	         model, through the real bot, store and model client; the time until the last
 //	         completed over steps x latency, and the process's peak RSS during the scenario.

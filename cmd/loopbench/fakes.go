@@ -93,7 +93,7 @@ func tempStore(prefix string) (db *store.DB, closeStore func(), err error) {
 // slackBot is the real bot behind the real Slack adapter in Socket Mode, against the fake
 // Slack of adapters/slack/slackfake, as a loopbot process with Slack configured runs it.
 type slackBot struct {
-	fake *slackfake.Server
+	fake slackEnd
 	bot  *bot.Bot
 	// handled receives, for every event the adapter hands over, what the bot made of it.
 	handled chan handledEvent
@@ -132,27 +132,24 @@ func (h *reportingHandler) Accept(ctx context.Context, evs []bot.Event) ([]bool,
 	return h.b.Accept(ctx, evs)
 }
 
-// startSlackBot starts a fake Slack, a bot on db with ag and cfg, and the Slack adapter in
-// front of it, and returns once the adapter's Socket Mode connection is up. expect sizes the
-// handled channel: more events than that are handled but not reported.
-func startSlackBot(ctx context.Context, db *store.DB, ag *agent.Agent, cfg bot.Config, expect int) (*slackBot, error) {
-	fake, err := slackfake.New()
-	if err != nil {
-		return nil, err
-	}
+// startSlackBot starts a bot on db with ag and cfg, and the Slack adapter in front of it
+// talking to fake, and returns once the adapter's Socket Mode connection is up; it closes
+// fake when it fails, and stop does. expect sizes the handled channel: more events than that
+// are handled but not reported.
+func startSlackBot(ctx context.Context, fake slackEnd, db *store.DB, ag *agent.Agent, cfg bot.Config, expect int) (*slackBot, error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := slack.New(slack.Config{BotToken: "xoxb-bench", AppToken: "xapp-1-bench", APIURL: fake.APIURL()}, slack.WithLogger(logger))
 	if err != nil {
-		fake.Close()
+		fake.close()
 		return nil, fmt.Errorf("slack adapter: %w", err)
 	}
 	b, err := bot.New(cfg, db, ag, []bot.Platform{a}, bot.WithLogger(logger))
 	if err != nil {
-		fake.Close()
+		fake.close()
 		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	if err := b.Start(ctx); err != nil {
-		fake.Close()
+		fake.close()
 		return nil, fmt.Errorf("start bot: %w", err)
 	}
 	s := &slackBot{fake: fake, bot: b, handled: make(chan handledEvent, expect), runDone: make(chan error, 1)}
@@ -178,11 +175,11 @@ func (s *slackBot) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopErr := s.bot.Stop(ctx)
-	s.fake.Close()
+	closeErr := s.fake.close()
 	if runErr != nil {
 		runErr = fmt.Errorf("slack adapter: %w", runErr)
 	}
-	return errors.Join(runErr, stopErr)
+	return errors.Join(runErr, stopErr, closeErr)
 }
 
 // mention is the Socket Mode payload of an app_mention of the bot at the root of channel.

@@ -32,6 +32,9 @@ type options struct {
 	makespanModel   string
 
 	ackEvents int
+	ackFake   string
+	// ackDrop, set by tests, drops the Socket Mode connection at the ack of this envelope.
+	ackDrop string
 
 	planParts   int
 	planFetches int
@@ -77,9 +80,9 @@ var scenarios = []scenario{
 }
 
 func main() {
-	if spec := os.Getenv(modelProcessEnv); spec != "" {
-		if err := serveModel(spec, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "loopbench model process:", err)
+	if child, err := serveAsChild(); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loopbench child process:", err)
 			os.Exit(1)
 		}
 		return
@@ -114,6 +117,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
 	fs.IntVar(&o.ackEvents, "ack-events", 500, "ack: app_mention envelopes in the burst")
+	fs.StringVar(&o.ackFake, "ack-fake", ackFakeProcess, "ack: where the fake Slack runs, "+ackFakeProcess+" (a child process, as Slack is not in the bot's) or "+ackFakeInline+" (this process, sharing its cores' scheduler and GC)")
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
@@ -133,6 +137,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.makespanRuns < 1 || o.makespanSteps < 1 || o.makespanLatency <= 0 || o.startupRuns < 1 || o.idle < 0 || o.ackEvents < 1 ||
 		o.planParts < 1 || o.planFetches < 1 || o.planLatency < 0 || o.replicas < 1 {
 		return fmt.Errorf("sizes must be positive")
+	}
+	if o.ackFake != ackFakeProcess && o.ackFake != ackFakeInline {
+		return fmt.Errorf("-ack-fake is %s or %s, not %q", ackFakeProcess, ackFakeInline, o.ackFake)
 	}
 	if o.makespanModel != modelLean && o.makespanModel != modelLLMTest {
 		return fmt.Errorf("-makespan-model is %s or %s, not %q", modelLean, modelLLMTest, o.makespanModel)

@@ -17,12 +17,12 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary be the makespan scenario's model process, as loopbench
-// itself is when the scenario starts it again.
+// TestMain lets the test binary be the makespan scenario's model process and the ack
+// scenario's fake Slack, as loopbench itself is when a scenario starts it again.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(modelProcessEnv); spec != "" {
-		if err := serveModel(spec, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "loopbench model process:", err)
+	if child, err := serveAsChild(); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loopbench child process:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -245,8 +245,8 @@ func TestMakespanModels(t *testing.T) {
 	}
 }
 
-// TestTraceFlag takes an execution trace of a small makespan scenario: it names the burst's
-// region, which is what a reader of go tool trace looks for.
+// TestTraceFlag takes an execution trace of a small makespan scenario and of a small ack
+// scenario: each names its burst, which is what a reader of go tool trace looks for.
 func TestTraceFlag(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.out")
 	figuresOf(t, "-scenarios=makespan", "-trace="+path, "-makespan-runs=3", "-makespan-steps=2", "-makespan-latency=1ms")
@@ -257,6 +257,16 @@ func TestTraceFlag(t *testing.T) {
 	for _, want := range []string{"makespan burst", "store: group"} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("the trace (%d bytes) does not name %q", len(data), want)
+		}
+	}
+	// The ack scenario marks its burst, sent from the fake's process, in this one's trace.
+	figuresOf(t, "-scenarios=ack", "-trace="+path, "-ack-events=5")
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"burst start", "burst acknowledged"} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("the ack scenario's trace (%d bytes) does not name %q", len(data), want)
 		}
 	}
 }

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,9 +19,8 @@ import (
 // It still shares the machine's cores with the bot, where a real provider would not, so by
 // default it is llmtest's Lean server, which keeps and decodes nothing; -makespan-model=llmtest
 // serves the same answers from llmtest's Server, which records and decodes every request,
-// to compare what the fake costs. The two processes talk over the child's stdin and stdout:
-// the child prints its URL, then answers each "stats" line with a JSON line of its counts and
-// its CPU time, and exits when its stdin closes.
+// to compare what the fake costs. The child (child_process.go) prints its URL, then answers
+// each "stats" line with a JSON line of its counts and its CPU time.
 
 // modelProcessEnv, set in the environment of loopbench (or its test binary), makes it serve
 // the makespan scenario's model instead of measuring: see serveModel.
@@ -45,78 +41,23 @@ type modelStats struct {
 
 // modelProcess is a running model process.
 type modelProcess struct {
-	url    string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // the child's output lines after its URL
-	exited chan error
-	logs   *lockedBuffer
+	*childProcess
+	url string
 }
 
 // startModelProcess starts this executable again as the makespan model server of kind, for
 // runs of steps steps at latency.
 func startModelProcess(ctx context.Context, kind string, steps int, latency time.Duration) (*modelProcess, error) {
-	self, err := os.Executable()
+	child, first, err := startChild(ctx, "model process", fmt.Sprintf("%s=%d,%s,%s", modelProcessEnv, steps, latency, kind))
 	if err != nil {
-		return nil, fmt.Errorf("model process: %w", err)
+		return nil, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s,%s", modelProcessEnv, steps, latency, kind))
-	p := &modelProcess{cmd: cmd, lines: make(chan string, 1), exited: make(chan error, 1), logs: &lockedBuffer{}}
-	cmd.Stderr = p.logs
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("model process: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("model process: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("model process: %w", err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		io.Copy(io.Discard, stdout) // so that Wait does not race the read
-		p.exited <- cmd.Wait()
-	}()
-	first, err := p.line(ctx, 30*time.Second)
-	if err != nil {
-		p.kill()
-		return nil, fmt.Errorf("model process: %w; its log:\n%s", err, p.logs.String())
-	}
-	if !strings.HasPrefix(first, "http://") {
-		p.stop()
-		return nil, fmt.Errorf("model process said %q, want its URL; its log:\n%s", first, p.logs.String())
-	}
-	p.url = first
-	return p, nil
-}
-
-// line returns the child's next output line.
-func (p *modelProcess) line(ctx context.Context, limit time.Duration) (string, error) {
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			return "", errors.New("it ended its output")
-		}
-		return l, nil
-	case <-time.After(limit):
-		return "", fmt.Errorf("no answer within %s", limit)
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
+	return &modelProcess{childProcess: child, url: first}, nil
 }
 
 // stats asks the child for its counts and CPU time.
 func (p *modelProcess) stats(ctx context.Context) (modelStats, error) {
-	if _, err := io.WriteString(p.stdin, "stats\n"); err != nil {
-		return modelStats{}, fmt.Errorf("model process stats: %w", err)
-	}
-	l, err := p.line(ctx, 10*time.Second)
+	l, err := p.ask(ctx, "stats", 10*time.Second)
 	if err != nil {
 		return modelStats{}, fmt.Errorf("model process stats: %w", err)
 	}
@@ -125,24 +66,6 @@ func (p *modelProcess) stats(ctx context.Context) (modelStats, error) {
 		return modelStats{}, fmt.Errorf("model process stats %q: %w", l, err)
 	}
 	return st, nil
-}
-
-// stop closes the child's stdin, which ends it, and waits for it.
-func (p *modelProcess) stop() error {
-	p.stdin.Close()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return err
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		return errors.New("model process did not stop within 10s")
-	}
-}
-
-func (p *modelProcess) kill() {
-	p.cmd.Process.Kill()
-	p.stop()
 }
 
 // checkModelRequests fails unless the model was asked exactly what runs runs of steps

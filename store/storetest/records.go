@@ -472,6 +472,17 @@ func testRunHeader(t *testing.T, su *suite) {
 			return err
 		}
 		equal(t, "run after PutRunHead", got, r)
+		// The brief a card is rendered from carries the new head too: the card's
+		// reference is read from it (bot's postedRef).
+		brief, err := tx.RunBrief("run-1")
+		if err != nil {
+			return err
+		}
+		want := *r
+		st := *r.State
+		st.Messages = nil
+		want.State = &st
+		equal(t, "brief after PutRunHead", brief, &want)
 		ids, err := tx.RunIDs(bot.RunFilter{Statuses: []agent.Status{agent.StatusCompleted}})
 		equal(t, "completed runs after PutRunHead", ids, []string{"run-1"})
 		return err
