@@ -171,6 +171,9 @@ func TestIntakeCrashBeforeMove(t *testing.T) {
 
 	db = openJournaled(t, path)
 	wantIDs(t, "bucket after the reopen", bucketIDs(t, db), "Ev1", "Ev2", "Ev3")
+	if n := db.IntakeReplayed(); n != 3 {
+		t.Errorf("IntakeReplayed %d, want 3", n)
+	}
 	// Handled, as Start would; another crash and reopen brings none of them back.
 	for _, id := range []string{"Ev1", "Ev2", "Ev3"} {
 		deleteInbox(t, db, id)
