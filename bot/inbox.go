@@ -12,8 +12,9 @@ import (
 // A platform that does not deliver an acknowledged event again (Slack's Socket Mode) must
 // not be acknowledged before the event is durable: a process killed between the ack and
 // Handle would lose it. So the adapter hands the events that arrived together to Accept,
-// which stores them in one transaction (one disk sync for the batch), and acknowledges them
-// only after it returns. Each event then goes through Handle as before, and leaves the
+// which stores them in one step (one disk sync for the batch: a transaction, or the bbolt
+// store's intake journal, which its next write transaction moves into the inbox), and
+// acknowledges them only after it returns. Each event then goes through Handle as before, and leaves the
 // inbox in the transaction that claims it (claimIn) or, for an event Handle takes no claim
 // for, right after Handle. What is still in the inbox when the process dies is handled at
 // the next Start, in the order it was accepted; Handle's claims make a second handling of
@@ -96,8 +97,8 @@ type inboxAccepter interface {
 	AcceptInbox(ctx context.Context, replica string, seq int64, evs []Event) ([]bool, error)
 }
 
-// Accept stores evs in the inbox in one transaction and reports, for each, whether it was
-// added: false for an event whose ID is already waiting there (a redelivery, handled with
+// Accept stores evs in the inbox in one step (one transaction, or one write to a store's
+// intake journal) and reports, for each, whether it was added: false for an event whose ID is already waiting there (a redelivery, handled with
 // its first delivery). The caller acknowledges the platform after Accept returns nil and
 // hands each added event to Handle, in order per thread; an error stores none of them.
 func (b *Bot) Accept(ctx context.Context, evs []Event) ([]bool, error) {

@@ -229,7 +229,15 @@ func openFile(path string, o options) (_ *bolt.DB, replaced bool, _ error) {
 		_ = bdb.Close()
 		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := guard(func() error { return bdb.Update(openSchema) }); err != nil {
+	err = guard(func() error {
+		return bdb.Update(func(btx *bolt.Tx) error {
+			if err := openSchema(btx); err != nil || !o.intake {
+				return err
+			}
+			return nameIntake(btx)
+		})
+	})
+	if err != nil {
 		_ = bdb.Close()
 		return nil, false, fmt.Errorf("open store %s: %w", path, err)
 	}

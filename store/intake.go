@@ -40,7 +40,8 @@ import (
 // stored generation from the stored offset on, or the next generation from the start,
 // and stops at the first record that is torn, of another generation, or the file's zeros
 // (intake_record.go). Every write goes through one writer (wmu), from the check for
-// duplicates to the sync, as bbolt's writes go through its one writer.
+// duplicates to the sync, as bbolt's writes go through its one writer, and the calls that
+// wait for it meanwhile are written together.
 //
 // The journal is made in the background after Open, so a start does not wait for it, and
 // until it is ready, for a batch larger than the journal, and after the journal failed a
@@ -161,39 +162,55 @@ type intake struct {
 	skipMove atomic.Bool
 }
 
+// nameIntake gives the database a journal, in the transaction Open makes anyway: its ID
+// and the start of it as the position moved through. The journal file is made afterwards
+// (in the background), and a file with another ID is never read as this database's.
+func nameIntake(btx *bolt.Tx) error {
+	if v := btx.Bucket(bucketMeta).Get(metaIntake); len(v) == 16 {
+		return nil
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return putPosition(btx, binary.LittleEndian.Uint64(b[:])|1, position{})
+}
+
 // openIntake opens the journal beside db, moving into the inbox what an earlier process
 // left in it, or starts making it in the background.
 func openIntake(db *DB) (*intake, error) {
 	j := &intake{path: IntakePath(db.path), made: make(chan struct{}), ids: map[string]struct{}{}}
+	var stored position
+	err := db.bolt.View(func(btx *bolt.Tx) error {
+		v := btx.Bucket(bucketMeta).Get(metaIntake)
+		if len(v) != 16 {
+			return errors.New("the database names no intake journal")
+		}
+		j.id = binary.LittleEndian.Uint64(v)
+		stored = storedPosition(btx, j.id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read intake position: %w", err)
+	}
 	f, id, err := openJournal(j.path)
 	if err != nil {
 		return nil, err
 	}
-	if f != nil {
-		var stored position
-		named := false
-		err := db.bolt.View(func(btx *bolt.Tx) error {
-			v := btx.Bucket(bucketMeta).Get(metaIntake)
-			named = len(v) == 16 && binary.LittleEndian.Uint64(v) == id
-			stored = storedPosition(btx, id)
-			return nil
-		})
-		if err == nil && named {
-			err = j.replay(db, f, id, stored)
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-			close(j.made)
-			j.stop = func() {}
-			return j, nil
+	if f != nil && id == j.id {
+		if err := j.replay(db, f, stored); err != nil {
+			f.Close()
+			return nil, err
 		}
+		close(j.made)
+		j.stop = func() {}
+		return j, nil
+	}
+	if f != nil {
 		// Not this database's journal: it is made again.
 		f.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	j.stop = cancel
-	go j.make(ctx, db)
+	go j.make(ctx, stored)
 	return j, nil
 }
 
@@ -221,7 +238,7 @@ func openJournal(path string) (*os.File, uint64, error) {
 
 // replay moves into the inbox the records of journal f that the stored position has not
 // reached, and makes the journal ready.
-func (j *intake) replay(db *DB, f *os.File, id uint64, stored position) error {
+func (j *intake) replay(db *DB, f *os.File, stored position) error {
 	recs, first, err := scanJournal(f, stored)
 	if err != nil {
 		return fmt.Errorf("read intake journal: %w", err)
@@ -235,7 +252,7 @@ func (j *intake) replay(db *DB, f *os.File, id uint64, stored position) error {
 						return err
 					}
 				}
-				return putPosition(btx, id, recs[len(recs)-1].end)
+				return putPosition(btx, j.id, recs[len(recs)-1].end)
 			})
 		})
 		if err != nil {
@@ -244,7 +261,7 @@ func (j *intake) replay(db *DB, f *os.File, id uint64, stored position) error {
 		stored = recs[len(recs)-1].end
 		j.replayed = len(recs)
 	}
-	j.f, j.id = f, id
+	j.f = f
 	// The next batch starts a generation newer than any the scan can meet.
 	j.gen, j.off = nextGen(max(stored.gen, first)), intakeHeader
 	j.turned, j.base = stored, stored
@@ -318,20 +335,11 @@ func entryID(data []byte) (string, bool) {
 	return e.Event.ID, true
 }
 
-// make writes the journal file in the background, names it in the database and makes it
-// ready.
-func (j *intake) make(ctx context.Context, db *DB) {
+// make writes the journal file in the background and makes it ready, from a generation
+// after the stored one.
+func (j *intake) make(ctx context.Context, stored position) {
 	defer close(j.made)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := binary.LittleEndian.Uint64(b[:]) | 1
-	err := writeJournal(ctx, j.path, id)
-	if err == nil {
-		err = db.do(ctx, true, func(t *tx) error {
-			t.wrote = true
-			return putPosition(t.btx, id, position{})
-		})
-	}
+	err := writeJournal(ctx, j.path, j.id)
 	var f *os.File
 	if err == nil {
 		f, err = os.OpenFile(j.path, os.O_RDWR, 0)
@@ -345,10 +353,11 @@ func (j *intake) make(ctx context.Context, db *DB) {
 		}
 		return
 	}
+	j.f, j.gen, j.off = f, nextGen(stored.gen), intakeHeader
+	j.turned = stored
 	j.rmu.Lock()
-	j.id = id
+	j.base = stored
 	j.rmu.Unlock()
-	j.f, j.gen, j.off = f, 1, intakeHeader
 }
 
 // writeJournal makes the file at path: written whole with zeros and synced under another

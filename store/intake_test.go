@@ -171,6 +171,9 @@ func TestIntakeCrashBeforeMove(t *testing.T) {
 
 	db = openJournaled(t, path)
 	wantIDs(t, "bucket after the reopen", bucketIDs(t, db), "Ev1", "Ev2", "Ev3")
+	if n := db.IntakeReplayed(); n != 3 {
+		t.Errorf("IntakeReplayed %d, want 3", n)
+	}
 	// Handled, as Start would; another crash and reopen brings none of them back.
 	for _, id := range []string{"Ev1", "Ev2", "Ev3"} {
 		deleteInbox(t, db, id)
@@ -609,4 +612,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// TestIntakeJournalRemade removes the journal of a database that has moved a generation:
+// the journal made again starts after it, so that its records are read after a crash.
+func TestIntakeJournalRemade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopbot.db")
+	db := openJournaled(t, path)
+	accept(t, db, 1, "Ev1", "Ev2", "Ev3")
+	deleteInbox(t, db, "Ev1")
+	crash(t, db)
+	if err := os.Remove(IntakePath(path)); err != nil {
+		t.Fatal(err)
+	}
+	db = openJournaled(t, path)
+	db.intake.skipMove.Store(true)
+	accept(t, db, 4, "Ev4")
+	crash(t, db)
+	db = openJournaled(t, path)
+	defer db.Close()
+	wantIDs(t, "inbox", inboxIDs(t, db), "Ev2", "Ev3", "Ev4")
 }
