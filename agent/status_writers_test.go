@@ -26,8 +26,9 @@ var statusWriters = map[string]bool{
 	// The store indexes runs by status and takes it from the state it is given, so that no
 	// caller can store a record whose index disagrees with its state.
 	"(*github.com/loopbot/loopbot/store.tx).PutRun": true,
-	// PutRunHead keeps the status the store holds, whatever the head it is given says.
-	"(*github.com/loopbot/loopbot/store.tx).PutRunHead": true,
+	// PutRunHead keeps the status the store holds, whatever the head it is given says: it
+	// builds the stored values with runWithHead.
+	"github.com/loopbot/loopbot/store.runWithHead": true,
 	// The PostgreSQL backend does the same, for the same reasons.
 	"(*github.com/loopbot/loopbot/store/postgres.tx).PutRun":     true,
 	"(*github.com/loopbot/loopbot/store/postgres.tx).PutRunHead": true,

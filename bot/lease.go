@@ -32,10 +32,13 @@ type ownership struct {
 
 	mu     sync.Mutex
 	leases map[string]Lease // by run ID
+	// ending are the runs whose last write releases their lease (lease_final.go): a
+	// renewal refused meanwhile is no takeover.
+	ending map[string]bool
 }
 
 func newOwnership(l Leaser, owner string, ttl time.Duration, now func() time.Time, log *slog.Logger) *ownership {
-	return &ownership{leaser: l, owner: owner, ttl: ttl, now: now, log: log, leases: map[string]Lease{}}
+	return &ownership{leaser: l, owner: owner, ttl: ttl, now: now, log: log, leases: map[string]Lease{}, ending: map[string]bool{}}
 }
 
 func (o *ownership) lease(id string) (Lease, bool) {
@@ -56,6 +59,7 @@ func (o *ownership) drop(id string) (Lease, bool) {
 	defer o.mu.Unlock()
 	l, ok := o.leases[id]
 	delete(o.leases, id)
+	delete(o.ending, id)
 	return l, ok
 }
 
@@ -84,10 +88,12 @@ func (o *ownership) all() []Lease {
 	return out
 }
 
-// release gives run id up, unless the store says it is no longer ours, which needs nothing.
+// release gives run id up, unless the store says it is no longer ours, or its last write
+// gave it up already, which needs nothing.
 func (o *ownership) release(ctx context.Context, id string) {
+	released := o.released(id)
 	l, ok := o.drop(id)
-	if !ok {
+	if !ok || released {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.ttl)
@@ -162,6 +168,8 @@ func (s *scheduler) heartbeat(ctx context.Context, checkEnded bool) {
 	for _, l := range s.own.due(now) {
 		renewed, err := s.own.leaser.RenewLease(ctx, l, now, s.own.ttl)
 		switch {
+		case errors.Is(err, ErrFenced) && s.own.released(l.RunID):
+			// The run's last write gave the lease up meanwhile (lease_final.go).
 		case errors.Is(err, ErrFenced):
 			s.log.Warn("run taken over by another replica; this one stops working on it", "run", l.RunID, "err", err)
 			if !s.interrupt(l.RunID, err) {

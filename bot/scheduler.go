@@ -318,7 +318,11 @@ func (s *scheduler) checkpoint(ctx context.Context, st *agent.State) error {
 			return fmt.Errorf("save run: %w", err)
 		}
 	}
-	if err := s.write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st, enc) }); err != nil {
+	write := s.write
+	if st.Status.Terminal() {
+		write = s.writeLast
+	}
+	if err := write(ctx, st.RunID, func(tx Tx) error { return s.recs.checkpoint(tx, st, enc) }); err != nil {
 		if !errors.Is(err, ErrFenced) && ctx.Err() == nil {
 			s.mu.Lock()
 			s.unsaved[st.RunID] = err

@@ -103,6 +103,9 @@ type DB struct {
 	// outbox holds the outbox items as last decoded (outboxcache.go).
 	outbox outboxCache
 
+	// heads holds the run heads as PutRun last wrote them (headcache.go).
+	heads headCache
+
 	// intake is the journal of accepted events (intake.go); nil when opened without it.
 	intake *intake
 }

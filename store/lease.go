@@ -166,7 +166,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l bot.Lease) error {
 		if err != nil {
 			return err
 		}
-		return putLease(t, b, bot.Lease{RunID: l.RunID, Epoch: l.Epoch, Expires: time.Unix(0, 0).UTC()})
+		return release(t, b, l)
 	})
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)
@@ -228,4 +228,31 @@ func checkRunLeases(btx *bolt.Tx) error {
 		}
 		return nil
 	})
+}
+
+var _ bot.LeaseReleaser = (*DB)(nil)
+
+// UpdateFencedRelease runs fn as UpdateFenced does and then, in the same transaction,
+// releases l as ReleaseLease does.
+func (db *DB) UpdateFencedRelease(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
+	defer db.quarantine()
+	held, err := json.Marshal(&l)
+	if err != nil {
+		return fmt.Errorf("update fenced: %w", err)
+	}
+	return db.update(ctx, func(t *tx) error {
+		b, err := t.fence(l, held)
+		if err != nil {
+			return err
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return release(t, b, l)
+	})
+}
+
+// release gives l's run up in b, keeping its epoch for the next claim.
+func release(t *tx, b *bolt.Bucket, l bot.Lease) error {
+	return putLease(t, b, bot.Lease{RunID: l.RunID, Epoch: l.Epoch, Expires: time.Unix(0, 0).UTC()})
 }

@@ -203,6 +203,9 @@ func (t *tx) RunHeader(id string) (*bot.RunRecord, error) {
 	if data == nil {
 		return nil, fmt.Errorf("get run head %s: the index names a missing head", id)
 	}
+	if rec, ok := t.db.heads.get(id, data); ok {
+		return rec, nil
+	}
 	return decode[bot.RunRecord](data, "run head "+id)
 }
 
@@ -239,6 +242,7 @@ func (t *tx) PutRun(r *bot.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("put run %s: %w", rec.ID, err)
 	}
+	t.db.heads.put(&h, headData)
 	var rest json.RawMessage
 	if enc != nil {
 		rest = enc.rest

@@ -169,7 +169,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l bot.Lease) error {
 		if err := t.fence(l); err != nil {
 			return err
 		}
-		return t.write("UPDATE run_leases SET owner = '', expires_ns = 0 WHERE run_id = $1", l.RunID)
+		return t.write(releaseLease, l.RunID)
 	})
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)
@@ -198,3 +198,22 @@ func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) 
 		return fn(t)
 	})
 }
+
+var _ bot.LeaseReleaser = (*DB)(nil)
+
+// UpdateFencedRelease runs fn as UpdateFenced does and then, in the same transaction,
+// releases l as ReleaseLease does.
+func (db *DB) UpdateFencedRelease(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
+	return db.do(ctx, true, func(t *tx) error {
+		if err := t.fence(l); err != nil {
+			return err
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.write(releaseLease, l.RunID)
+	})
+}
+
+// releaseLease gives a run up, keeping its epoch for the next claim.
+const releaseLease = "UPDATE run_leases SET owner = '', expires_ns = 0 WHERE run_id = $1"

@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"ClaimsExclusive", testClaimsExclusive},
 		{"TwoHandles", testTwoHandles},
 		{"RunLease", testRunLease},
+		{"UpdateFencedRelease", testUpdateFencedRelease},
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
 		{"Holds", testHolds},
