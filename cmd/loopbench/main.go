@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.chatSteps, "chat-steps", 50, "chat: model steps of the run")
 	fs.DurationVar(&o.chatLatency, "chat-latency", 100*time.Millisecond, "chat: latency of each model reply")
 	fs.IntVar(&o.ackEvents, "ack-events", 500, "ack: app_mention envelopes in the burst")
-	fs.StringVar(&o.ackFake, "ack-fake", ackFakeProcess, "ack: where the fake Slack runs, "+ackFakeProcess+" (a child process, as Slack is not in the bot's) or "+ackFakeInline+" (this process, sharing its cores' scheduler and GC)")
+	fs.StringVar(&o.ackFake, "ack-fake", ackFakeProcess, "ack: where the fake Slack runs, "+ackFakeProcess+" (a child process, as Slack is not in the bot's) or "+ackFakeInline+" (this process, sharing the bot's scheduler and garbage collector)")
 	fs.IntVar(&o.makespanRuns, "makespan-runs", 1000, "makespan: runs started at once")
 	fs.IntVar(&o.makespanSteps, "makespan-steps", 5, "makespan: model steps of each run, the last one answering")
 	fs.DurationVar(&o.makespanLatency, "makespan-latency", 200*time.Millisecond, "makespan: latency of each model reply")
