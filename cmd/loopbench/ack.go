@@ -122,7 +122,7 @@ func ackLatency(ctx context.Context, o options) ([]figure, error) {
 	return []figure{
 		{Key: "ack_p50_ms", Value: ms(p50), Unit: "ms", Note: note},
 		{Key: "ack_p99_ms", Value: ms(p99), Unit: "ms", Note: fmt.Sprintf("same burst; the slowest ack took %s", lat[len(lat)-1].Round(time.Microsecond))},
-		{Key: "ack_accept_commits", Value: float64(sb.h.accepts.Load()), Unit: "commits", Note: "same burst: the transactions (one disk sync each) that made the envelopes durable before their acks"},
+		{Key: "ack_accept_commits", Value: float64(sb.h.accepts.Load()), Unit: "commits", Note: "same burst: the Accept calls that made the envelopes durable before their acks, each one write and one fdatasync of the store's intake journal (a bbolt commit, two syncs, while the journal is not ready)"},
 	}, nil
 }
 
