@@ -2,7 +2,6 @@ package bot_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -26,16 +25,7 @@ func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		status := func(id string) agent.Status {
-			var rec *bot.RunRecord
-			if err := db.View(context.Background(), func(tx bot.Tx) error {
-				rec, err = tx.Run(id)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return rec.Status
-		}
+		status := func(id string) agent.Status { return runStatus(t, db, id) }
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := status(first.RunID); got.Terminal() {
@@ -140,35 +130,8 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				st := &loadRefusingStore{DB: db, writes: tc.writes}
 				m := newModel(t)
 				m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return llmtest.Text("Done.") }))
-				ag, err := agent.New(agent.Config{}, m.client, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
-				b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := b.Start(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				defer func() {
-					if err := b.Stop(context.Background()); err != nil {
-						t.Errorf("stop: %v", err)
-					}
-				}()
-				status := func(id string) agent.Status {
-					t.Helper()
-					var rec *bot.RunRecord
-					if err := db.View(context.Background(), func(tx bot.Tx) error {
-						rec, err = tx.Run(id)
-						return err
-					}); err != nil {
-						t.Fatal(err)
-					}
-					return rec.Status
-				}
+				b := startBotOn(t, db, st, m)
+				status := func(id string) agent.Status { return runStatus(t, db, id) }
 
 				st.arm.Store(true)
 				first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
@@ -199,4 +162,18 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// runStatus is the status of run id as db stores it.
+func runStatus(t *testing.T, db *store.DB, id string) agent.Status {
+	t.Helper()
+	var rec *bot.RunRecord
+	if err := db.View(context.Background(), func(tx bot.Tx) error {
+		var err error
+		rec, err = tx.Run(id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Status
 }

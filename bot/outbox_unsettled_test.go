@@ -65,6 +65,13 @@ func startRefusingBot(t *testing.T, answer func(n int32) llmtest.Step) (*store.D
 		}
 		return llmtest.Text("Done in the end.")
 	}))
+	return db, st, startBotOn(t, db, st, m), asked
+}
+
+// startBotOn starts a bot with no tools that asks m and stores through st, a wrapper of db,
+// logging only what is worse than an error; the test's cleanup stops it and closes db.
+func startBotOn(t *testing.T, db *store.DB, st bot.Store, m *model) *bot.Bot {
+	t.Helper()
 	ag, err := agent.New(agent.Config{}, m.client, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +90,7 @@ func startRefusingBot(t *testing.T, answer func(n int32) llmtest.Step) (*store.D
 		}
 		db.Close()
 	})
-	return db, st, b, asked
+	return b
 }
 
 // TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem fills the disk, as it
