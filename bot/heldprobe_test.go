@@ -25,10 +25,9 @@ func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		status := func(id string) agent.Status { return runStatus(t, db, id) }
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := status(first.RunID); got.Terminal() {
+		if got := readStatus(t, db, first.RunID); got.Terminal() {
 			t.Fatalf("the run is %s while the store refused its save, want it held as last saved", got)
 		}
 		st.refuse.Store(false)
@@ -39,7 +38,7 @@ func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := status(first.RunID); got != agent.StatusCompleted {
+		if got := readStatus(t, db, first.RunID); got != agent.StatusCompleted {
 			t.Errorf("a second after the store took writes again (and a pass of the scheduler) the run is %s, want completed", got)
 		}
 	})
@@ -131,7 +130,6 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				m := newModel(t)
 				m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return llmtest.Text("Done.") }))
 				b := startBotOn(t, db, st, m)
-				status := func(id string) agent.Status { return runStatus(t, db, id) }
 
 				st.arm.Store(true)
 				first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
@@ -143,7 +141,7 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				if n := st.loads.Load(); n > tc.loads || n == 0 {
 					t.Errorf("the run's load failed %d times in %v, want 1 to %d", n, tc.refuse, tc.loads)
 				}
-				if got := status(first.RunID); got.Terminal() {
+				if got := readStatus(t, db, first.RunID); got.Terminal() {
 					t.Fatalf("the run is %s after its load failed, want it held as stored", got)
 				}
 				st.refuse.Store(false)
@@ -156,24 +154,10 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				}
 				time.Sleep(tc.wait)
 				synctest.Wait()
-				if got := status(first.RunID); got != agent.StatusCompleted {
+				if got := readStatus(t, db, first.RunID); got != agent.StatusCompleted {
 					t.Errorf("%v after the store read again the run is %s, want completed", tc.wait, got)
 				}
 			})
 		})
 	}
-}
-
-// runStatus is the status of run id as db stores it.
-func runStatus(t *testing.T, db *store.DB, id string) agent.Status {
-	t.Helper()
-	var rec *bot.RunRecord
-	if err := db.View(context.Background(), func(tx bot.Tx) error {
-		var err error
-		rec, err = tx.Run(id)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return rec.Status
 }

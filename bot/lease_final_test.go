@@ -41,40 +41,12 @@ func TestEndedRunReleasesItsLeaseInItsLastCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
+		t.Cleanup(func() { db.Close() })
 		s := &releaseCounter{DB: db}
-		m := newModel(t)
-		m.add(use("look", `{"q":"a"}`), say("done"))
-		ag, err := agent.New(agent.Config{MaxSteps: 10, NoProgressSteps: noProgressOff}, m.client, []agent.Tool{&tool{name: "look", risk: agent.RiskSafe, out: "seen"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-		b, err := bot.New(bot.Config{EditInterval: agent.Duration(time.Second)}, s, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		defer b.Stop(context.Background())
-		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "look once"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 100 {
-			synctest.Wait()
-			if readStatus(t, s, res.RunID).Terminal() {
-				break
-			}
-			time.Sleep(time.Second)
-		}
-		if got := readStatus(t, s, res.RunID); got != agent.StatusCompleted {
-			t.Fatalf("run status %s, want %s", got, agent.StatusCompleted)
-		}
+		id := lookRun(t, s, "look once", use("look", `{"q":"a"}`), say("done"))
 		time.Sleep(time.Minute) // heartbeats and claims go by
 		synctest.Wait()
-		l, err := db.Lease(context.Background(), res.RunID)
+		l, err := db.Lease(context.Background(), id)
 		if err != nil || l.Owner != "" || l.Epoch != 1 {
 			t.Errorf("lease of the ended run %+v, %v; want released at epoch 1", l, err)
 		}
