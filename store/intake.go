@@ -142,8 +142,10 @@ type intake struct {
 	// are let go at the next start of a generation.
 	turned position
 	closed bool
-	writes int   // batches written, for tests
-	err    error // why the journal is not in use, when it failed
+	writes int // batches written, for tests
+	// syncData makes what was written durable (fdatasync); a test counts or fails it.
+	syncData func(*os.File) error
+	err      error // why the journal is not in use, when it failed
 	// replayed is how many entries Open found in the journal not yet moved.
 	replayed int
 
@@ -177,7 +179,7 @@ func nameIntake(btx *bolt.Tx) error {
 // openIntake opens the journal beside db, moving into the inbox what an earlier process
 // left in it, or starts making it in the background.
 func openIntake(db *DB) (*intake, error) {
-	j := &intake{path: IntakePath(db.path), made: make(chan struct{}), ids: map[string]struct{}{}}
+	j := &intake{path: IntakePath(db.path), made: make(chan struct{}), ids: map[string]struct{}{}, syncData: fdatasync}
 	var stored position
 	err := db.bolt.View(func(btx *bolt.Tx) error {
 		v := btx.Bucket(bucketMeta).Get(metaIntake)
@@ -585,7 +587,7 @@ func (j *intake) write(buf []byte) error {
 	if _, err := j.f.WriteAt(buf, j.off); err != nil {
 		return fmt.Errorf("write intake journal: %w", err)
 	}
-	if err := fdatasync(j.f); err != nil {
+	if err := j.syncData(j.f); err != nil {
 		return fmt.Errorf("sync intake journal: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,6 +143,38 @@ func TestIntakeAcceptIsOneSyncNoCommit(t *testing.T) {
 	deleteInbox(t, db, "Ev2")
 	wantIDs(t, "bucket after a delete", bucketIDs(t, db), "Ev1", "Ev3")
 	wantIDs(t, "inbox after a delete", inboxIDs(t, db), "Ev1", "Ev3")
+}
+
+// TestIntakeBatchIsSyncedBeforeItReturns: the platform is acknowledged once AcceptInbox
+// returns, so a journaled batch returns after exactly one sync of what it wrote; and a batch
+// whose sync fails is not taken as durable but committed to bbolt instead.
+func TestIntakeBatchIsSyncedBeforeItReturns(t *testing.T) {
+	db := openJournaled(t, filepath.Join(t.TempDir(), "loopbot.db"))
+	defer db.Close()
+	var syncs atomic.Int32
+	var fail atomic.Bool
+	db.intake.wmu.Lock()
+	db.intake.syncData = func(f *os.File) error {
+		syncs.Add(1)
+		if fail.Load() {
+			return errors.New("sync: input/output error")
+		}
+		return fdatasync(f)
+	}
+	db.intake.wmu.Unlock()
+
+	wantAdded(t, accept(t, db, 1, "Ev1", "Ev2"), true, true)
+	if n := syncs.Load(); n != 1 {
+		t.Errorf("%d syncs for a journaled batch, want 1 before AcceptInbox returned", n)
+	}
+
+	fail.Store(true)
+	commits := db.WriteStats().Commits
+	wantAdded(t, accept(t, db, 2, "Ev3"), true)
+	if got := db.WriteStats().Commits - commits; got == 0 {
+		t.Errorf("a batch whose journal sync failed made no commit, want it committed to bbolt")
+	}
+	wantIDs(t, "bucket after the failed sync", bucketIDs(t, db), "Ev1", "Ev2", "Ev3")
 }
 
 func wantAdded(t *testing.T, got []bool, want ...bool) {
