@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -116,5 +117,46 @@ func TestCachedHeadIsTheDecodedHead(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestRolledBackHeadIsNotRead puts a run's head in a transaction that rolls back: the head
+// kept for it then names bytes that are not stored, and RunHeader must give the stored head.
+func TestRolledBackHeadIsNotRead(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "loopbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stamp := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	st := agent.NewState("r1", "a goal", nil, stamp)
+	st.Status = agent.StatusRunning
+	rec := &bot.RunRecord{ID: "r1", Thread: bot.ThreadRef{Platform: "slack", Channel: "C1", Thread: "1.2"}, State: st,
+		CreatedAt: stamp, UpdatedAt: stamp}
+	if err := db.Update(context.Background(), func(tx bot.Tx) error { return tx.PutRun(rec) }); err != nil {
+		t.Fatal(err)
+	}
+	errRollBack := errors.New("roll back")
+	err = db.Update(context.Background(), func(tx bot.Tx) error {
+		again := *rec
+		again.PauseBy = "bob"
+		again.UpdatedAt = stamp.Add(time.Second)
+		if err := tx.PutRun(&again); err != nil {
+			return err
+		}
+		return errRollBack
+	})
+	if !errors.Is(err, errRollBack) {
+		t.Fatalf("the rolled-back write = %v, want %v", err, errRollBack)
+	}
+	var got *bot.RunRecord
+	if err := db.View(context.Background(), func(tx bot.Tx) error {
+		got, err = tx.RunHeader("r1")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got.PauseBy != "" || !got.UpdatedAt.Equal(stamp) {
+		t.Errorf("RunHeader after a rolled-back put = PauseBy %q, UpdatedAt %v; want the stored head (no pause, %v)", got.PauseBy, got.UpdatedAt, stamp)
 	}
 }
