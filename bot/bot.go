@@ -193,6 +193,7 @@ func (b *Bot) Start(ctx context.Context) error {
 	// The election is asked before the dispatcher's first pass, so that a replica alone
 	// (always, on bbolt) sends the outbox at once.
 	b.lead.holds(ctx)
+	b.sched.begin(loopCtx)
 	b.loops.Add(8)
 	go func() { defer b.loops.Done(); b.sched.loop(loopCtx) }()
 	go func() { defer b.loops.Done(); b.sweep.loop(loopCtx) }()

@@ -147,8 +147,11 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	var res Result
 	var stop, pause, answered string
 	var answer agent.Answer
+	// A run this creates starts here as it commits, if a slot is free (handoff.go).
+	h := b.sched.reserve()
 	err := b.store.Update(ctx, func(tx Tx) error {
 		res, stop, pause, answered = Result{}, "", "", ""
+		h.reset()
 		if err := claim(tx); err != nil {
 			return err
 		}
@@ -163,7 +166,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 				// has runs here, their goals and answers are the history.
 				earlier = ev.History.Messages
 			}
-			rec, err := b.recs.newRun(tx, conv, ev.User, text, earlier)
+			rec, err := b.recs.newRun(tx, conv, ev.User, text, earlier, h)
 			if err != nil {
 				return err
 			}
@@ -215,6 +218,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 		res.RunID = rec.ID
 		return b.recs.respond(tx, rec, text, displayName(ev.User))
 	})
+	h.done(ctx, err)
 	if err == nil && answered != "" {
 		b.answered(ctx, answered, answer)
 	}

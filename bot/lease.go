@@ -118,7 +118,7 @@ func (s *scheduler) ready(ctx context.Context) ([]string, error) {
 	}
 	s.heartbeat(ctx, s.beatDue.Swap(false))
 	s.mu.Lock()
-	stopped, free := s.stopped, s.maxRuns-len(s.running)
+	stopped, free := s.stopped, s.maxRuns-len(s.running)-s.reserved
 	s.mu.Unlock()
 	if stopped {
 		return nil, nil

@@ -101,3 +101,13 @@ func CheckClaim(owner string, n int, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// LeaseTaker is a Tx that leases a run to a replica inside the transaction: the replica that
+// creates a run takes its lease in the transaction that creates it and starts the run as
+// that commits, with no claim of its own (handoff.go). Both store backends implement it.
+type LeaseTaker interface {
+	// TakeLease leases run runID to owner until now+ttl at the run's next epoch, unless
+	// its lease is live; taken is false then, and nothing is written. Whether the run may
+	// be worked (its status) is the caller's to know.
+	TakeLease(runID, owner string, now time.Time, ttl time.Duration) (l Lease, taken bool, err error)
+}

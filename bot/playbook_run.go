@@ -231,7 +231,7 @@ func (b *Bot) runPlaybook(ctx context.Context, ev Event, arg string) (Result, er
 			res.Notice = noticePlaybookBusy
 			return nil
 		}
-		rec, err := b.recs.newRun(tx, conv, ev.User, goal, nil)
+		rec, err := b.recs.newRun(tx, conv, ev.User, goal, nil, nil)
 		if err != nil {
 			return err
 		}

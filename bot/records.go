@@ -116,7 +116,11 @@ func (r *records) refreshCards(tx Tx) error {
 
 // newRun stores a queued run of goal in conv's thread, with the thread's earlier goals and
 // answers as history, and makes it the thread's active run. The caller stores conv.
-func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string, earlier []HistoryMessage) (*RunRecord, error) {
+//
+// With h, a slot of this replica's scheduler kept for the run (handoff.go), the run is leased
+// to this replica in tx and made running at once: its creator starts it as tx commits, and
+// the run needs no write of its own to say it started.
+func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string, earlier []HistoryMessage, h *handoff) (*RunRecord, error) {
 	history := threadHistory(earlier)
 	for _, id := range conv.Runs {
 		prev, err := tx.Run(id)
@@ -147,6 +151,15 @@ func (r *records) newRun(tx Tx, conv *Conversation, requester User, goal string,
 	rec.State.Autonomy = level
 	if rec.State.Pinned, err = pinnedFacts(tx, conv.Thread); err != nil {
 		return nil, fmt.Errorf("load the channel's memory: %w", err)
+	}
+	taken, err := h.take(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if taken {
+		if err := rec.State.Start(now); err != nil {
+			return nil, err
+		}
 	}
 	deriveStatus(rec)
 	if err := tx.PutAction(&Action{ID: rec.CancelAction, Kind: ActionCancel, RunID: id}); err != nil {
@@ -185,7 +198,7 @@ func (r *records) nextGoal(tx Tx, thread ThreadRef) error {
 	if len(conv.Queue) > 0 {
 		q := conv.Queue[0]
 		conv.Queue = conv.Queue[1:]
-		if _, err := r.newRun(tx, conv, q.User, q.Text, nil); err != nil {
+		if _, err := r.newRun(tx, conv, q.User, q.Text, nil, nil); err != nil {
 			return err
 		}
 	}

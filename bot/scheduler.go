@@ -47,6 +47,11 @@ type scheduler struct {
 
 	mu      sync.Mutex
 	stopped bool
+	// base is the loop's context, which every run goroutine's derives from; nil until the
+	// bot starts (begin). reserved counts the slots kept for runs being created here (handoff.go),
+	// which count against maxRuns as running ones do.
+	base     context.Context
+	reserved int
 	// running holds the cancel function of every run goroutine, by run ID.
 	running map[string]context.CancelCauseFunc
 	// held are runs that failed in a way retrying cannot fix and that could not be marked
@@ -123,19 +128,33 @@ func (s *scheduler) loop(ctx context.Context) {
 		s.probeEarly()
 		s.mu.Lock()
 		for _, id := range ready {
-			if s.stopped || len(s.running) >= s.maxRuns {
+			if s.stopped || len(s.running)+s.reserved >= s.maxRuns {
 				break
 			}
 			if s.running[id] != nil || s.held[id] {
 				continue
 			}
-			runCtx, cancel := context.WithCancelCause(ctx)
-			s.running[id] = cancel
-			s.runs.Add(1)
-			go s.work(runCtx, id)
+			s.spawn(id)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// spawn starts a goroutine working on run id. s.mu is held, s.base is set, and no goroutine
+// works on the run.
+func (s *scheduler) spawn(id string) {
+	runCtx, cancel := context.WithCancelCause(s.base)
+	s.running[id] = cancel
+	s.runs.Add(1)
+	go s.work(runCtx, id)
+}
+
+// begin gives the scheduler the context its run goroutines derive from, before its loop
+// starts and before any event can hand it a run.
+func (s *scheduler) begin(ctx context.Context) {
+	s.mu.Lock()
+	s.base = ctx
+	s.mu.Unlock()
 }
 
 // stop cancels every run goroutine with errShutdown, which leaves each run resumable, and

@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T) bot.Store, opts ...Option) {
 		{"TwoHandles", testTwoHandles},
 		{"RunLease", testRunLease},
 		{"UpdateFencedRelease", testUpdateFencedRelease},
+		{"TakeLease", testTakeLease},
 		{"Election", testElection},
 		{"ElectionExclusive", testElectionExclusive},
 		{"Holds", testHolds},

@@ -1,0 +1,86 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+
+	"github.com/loopbot/loopbot/agent"
+	"github.com/loopbot/loopbot/agent/llm/llmtest"
+	"github.com/loopbot/loopbot/bot"
+)
+
+// TestMentionStartsItsRunWithoutAClaim cuts a replica off from claiming runs: the run a
+// mention creates is leased to it by the creating transaction, running from that commit on,
+// and it still completes, under that first lease.
+func TestMentionStartsItsRunWithoutAClaim(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		m := newModel(t)
+		gate := make(chan struct{})
+		m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step {
+			<-gate
+			return say("Done.")
+		}))
+		a := newReplica(t, "a", db, &clock{}, m)
+		a.store.Set(true) // every claim fails from now on
+		res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "do it"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusRunning {
+			t.Errorf("the run as its creation committed is %s, want running", rec.Status)
+		}
+		if l := leaseOf(t, db, res.RunID); l.Owner != "a" || l.Epoch != 1 {
+			t.Errorf("the run's lease as its creation committed = %+v, want a's at epoch 1", l)
+		}
+		close(gate)
+		synctest.Wait()
+		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusCompleted {
+			t.Errorf("run is %s with claims failing, want completed by the replica that created it", rec.Status)
+		}
+		if n := len(m.requests()); n != 1 {
+			t.Errorf("the model was asked %d times, want once", n)
+		}
+	})
+}
+
+// TestHandedOffRunsKeepToMaxConcurrentRuns has a replica of one slot working on a run: a
+// mention in another thread makes a run that waits, queued and unleased, for the slot, and
+// starts once the first run ends.
+func TestHandedOffRunsKeepToMaxConcurrentRuns(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		db := openStore(t)
+		m := newModel(t)
+		charge := newGateTool("charge")
+		m.add(use("charge", `{}`))
+		m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return say("Done.") }))
+		a := newReplicaWith(t, bot.Config{MaxConcurrentRuns: 1}, "a", db, &clock{}, m, charge)
+		first, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "charge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-charge.started
+		other := thread
+		other.Thread = "T2"
+		second, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "look"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if rec := runOf(t, db, second.RunID); rec.Status != agent.StatusQueued {
+			t.Errorf("a run made while the only slot is taken is %s, want queued", rec.Status)
+		}
+		if l, err := db.Lease(context.Background(), second.RunID); !errors.Is(err, bot.ErrNotFound) {
+			t.Errorf("its lease = %+v, %v; want none", l, err)
+		}
+		close(charge.release)
+		synctest.Wait()
+		for _, id := range []string{first.RunID, second.RunID} {
+			if rec := runOf(t, db, id); rec.Status != agent.StatusCompleted {
+				t.Errorf("run %s is %s, want completed", id, rec.Status)
+			}
+		}
+	})
+}
