@@ -38,6 +38,10 @@ type Hooks struct {
 	// Text sees the executor's reply as it is written, when the model streams (stream.go);
 	// nil streams nothing. It must not block for long: the model's stream waits for it.
 	Text func(ctx context.Context, d TextDelta)
+	// SaveAhead lets the loop write the checkpoint that ends a step while it goes on to ask
+	// the model for the next one (saveahead.go): Checkpoint is then also called from another
+	// goroutine, with a snapshot of the state (State.Snapshot), and must be safe for that.
+	SaveAhead bool
 }
 
 // Agent runs goals with one model and one set of tools. It holds no per-run state, so one
@@ -143,7 +147,13 @@ func (a *Agent) Run(ctx context.Context, st *State, h Hooks) error {
 		return nil
 	}
 	r := &runner{a: a, st: st, h: h, mark: a.now()}
-	return r.run(ctx)
+	err := r.run(ctx)
+	// A save still being written is the run's too: nothing may write for the run after Run
+	// returned, and a refused one is the run's error.
+	if perr := r.settle(); perr != nil && err == nil {
+		err = perr
+	}
+	return err
 }
 
 type runner struct {
@@ -165,6 +175,9 @@ type runner struct {
 	pinnedWarned bool
 	// system is the system text last built (context.go).
 	system systemText
+	// pending reports the result of the checkpoint being written while the loop goes on
+	// (saveahead.go); nil when none is.
+	pending chan error
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -259,12 +272,13 @@ func (r *runner) interrupted(ctx, wctx context.Context) error {
 	}
 }
 
-// save brings the time accounting up to date and calls the checkpoint hook.
+// save brings the time accounting up to date and calls the checkpoint hook, after the save
+// being written ahead, if any, is done: checkpoints are written in the order they were taken.
 func (r *runner) save(ctx context.Context) error {
-	now := r.a.now()
-	r.st.Active += now.Sub(r.mark)
-	r.mark = now
-	r.st.UpdatedAt = now.UTC()
+	if err := r.settle(); err != nil {
+		return err
+	}
+	r.account()
 	if r.h.Checkpoint == nil {
 		return nil
 	}
@@ -272,6 +286,14 @@ func (r *runner) save(ctx context.Context) error {
 		return fmt.Errorf("run %s: %w: %w", r.st.RunID, ErrCheckpoint, err)
 	}
 	return nil
+}
+
+// account brings the run's active time and UpdatedAt up to date, for a checkpoint.
+func (r *runner) account() {
+	now := r.a.now()
+	r.st.Active += now.Sub(r.mark)
+	r.mark = now
+	r.st.UpdatedAt = now.UTC()
 }
 
 func (r *runner) emit(ev Event) {
@@ -305,6 +327,11 @@ func (r *runner) step(ctx, wctx context.Context) error {
 	r.promptTokens = estimateTokens(prompt)
 	onText, streamed := r.streamText(ctx)
 	reply, err := r.a.model.Complete(wctx, Request{Messages: prompt, Tools: r.specs(), OnText: onText})
+	// The reply is used only once the step before it is saved: a run whose save was refused
+	// goes on from that save, and asks the model again.
+	if serr := r.settle(); serr != nil {
+		return serr
+	}
 	if err != nil || len(reply.Message.ToolCalls) > 0 || strings.TrimSpace(reply.Message.Content) == "" {
 		r.endText(ctx, streamed, err == nil)
 	}
@@ -709,7 +736,7 @@ func (r *runner) afterStep(ctx, wctx context.Context, failed int) error {
 			return err
 		}
 	}
-	return r.save(ctx)
+	return r.saveAhead(ctx)
 }
 
 func (r *runner) tooManyFailures(ctx context.Context) error {

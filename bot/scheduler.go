@@ -234,10 +234,14 @@ func (s *scheduler) work(ctx context.Context, id string) {
 	s.log.Info("run started", "run", id, "thread", rec.Thread.Key(), "status", rec.State.Status, "step", rec.State.Step)
 	// No Observer: cards are rendered from stored state only, and the loop checkpoints
 	// before every call with side effects, so the card shows a running tool anyway.
+	// s.checkpoint may be called from another goroutine than the run's: it keeps nothing of
+	// the run but in maps under s.mu.
 	hooks := agent.Hooks{Checkpoint: s.checkpoint, Steer: bd.steer, Ask: s.ask, Autonomy: bd.autonomy,
-		Grants: s.channelGrants(rec.Thread), Hold: bd.hold}
+		Grants: s.channelGrants(rec.Thread), Hold: bd.hold, SaveAhead: true}
 	stream := s.streams.open(rec)
 	if stream != nil {
+		// A stream's state is the run goroutine's alone: its checkpoints are written there.
+		hooks.SaveAhead = false
 		hooks.Text = stream.text
 		hooks.Checkpoint = func(ctx context.Context, st *agent.State) error {
 			if err := s.checkpoint(ctx, st); err != nil {
