@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -107,5 +108,24 @@ func TestHandoffAfterStop(t *testing.T) {
 	}
 	if s.reserve() != nil {
 		t.Error("a slot was kept after stop")
+	}
+}
+
+// BenchmarkReadyWithManyRuns is a scheduler pass's look at its leases while a thousand runs
+// it owns are all being worked on: it starts nothing and should allocate nothing.
+func BenchmarkReadyWithManyRuns(b *testing.B) {
+	s, _ := handoffScheduler(2000)
+	for i := range 1000 {
+		id := fmt.Sprintf("run-%d", i)
+		s.own.set(Lease{RunID: id, Owner: "r1", Epoch: 1, Expires: time.Now().Add(time.Hour)})
+		s.running[id] = func(error) {}
+	}
+	s.maxRuns = 1000 // no free slot: no claim
+	b.ReportAllocs()
+	for b.Loop() {
+		ids, err := s.ready(context.Background())
+		if err != nil || len(ids) != 0 {
+			b.Fatalf("ready = %v, %v; want nothing to start", ids, err)
+		}
 	}
 }

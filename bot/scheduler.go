@@ -52,6 +52,9 @@ type scheduler struct {
 	// which count against maxRuns as running ones do.
 	base     context.Context
 	reserved int
+	// readyIDs is the loop's buffer for the runs it may start (ready); only the loop's
+	// goroutine uses it.
+	readyIDs []string
 	// running holds the cancel function of every run goroutine, by run ID.
 	running map[string]context.CancelCauseFunc
 	// held are runs that failed in a way retrying cannot fix and that could not be marked

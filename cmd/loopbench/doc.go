@@ -12,7 +12,7 @@
 //	                       [-prompt-budget=N] [-chat-steps=N] [-chat-latency=D] [-ack-events=N] [-ack-fake=process|inline]
 //	                       [-makespan-runs=N] [-makespan-steps=N] [-makespan-latency=D] [-makespan-model=lean|llmtest]
 //	                       [-plan-parts=N] [-plan-fetches=N] [-plan-latency=D]
-//	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE] [-trace=FILE]
+//	                       [-startup-runs=N] [-idle=D] [-loopbot=PATH] [-cpuprofile=FILE] [-memprofile=FILE] [-trace=FILE]
 //	                       [-database-url=URL] [-replicas=N]
 //
 // Each scenario measures one or more figures. loopbench prints them as a table, one row per

@@ -99,7 +99,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (retErr error) {
 	fs := flag.NewFlagSet("loopbench", flag.ContinueOnError)
 	var names []string
 	for _, s := range scenarios {
@@ -130,6 +130,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.loopbot, "loopbot", "", "startup: the loopbot binary to start; empty builds ./cmd/loopbot of this module")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the chosen scenarios to this file")
 	traceFile := fs.String("trace", "", "write an execution trace of the chosen scenarios to this file, for go tool trace")
+	memProfile := fs.String("memprofile", "", "write a profile of what the chosen scenarios allocated to this file (go tool pprof -sample_index=alloc_space)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -171,6 +172,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 		defer trace.Stop()
+	}
+
+	if *memProfile != "" {
+		defer func() {
+			if err := writeMemProfile(*memProfile); err != nil && retErr == nil {
+				retErr = err
+			}
+		}()
 	}
 
 	var figs []figure
@@ -227,4 +236,21 @@ func report(out io.Writer, figs []figure) error {
 	}
 	_, err = fmt.Fprintf(out, "%s\n", line)
 	return err
+}
+
+// writeMemProfile writes the runtime's profile of every allocation since the process started
+// (pprof's "allocs"), which for loopbench is the scenarios' with little besides.
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return nil
 }

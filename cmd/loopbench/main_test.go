@@ -1,8 +1,10 @@
 package main
 
 import (
+	"compress/gzip"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
+	"io"
 
 	"bytes"
 	"encoding/json"
@@ -267,6 +269,32 @@ func TestTraceFlag(t *testing.T) {
 	for _, want := range []string{"burst start", "burst acknowledged"} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("the ack scenario's trace (%d bytes) does not name %q", len(data), want)
+		}
+	}
+}
+
+// TestMemProfileFlag: -memprofile writes pprof's allocation profile (gzipped protobuf),
+// whose samples name the scenario's own code.
+func TestMemProfileFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mem.out")
+	figuresOf(t, "-scenarios=makespan", "-memprofile="+path, "-makespan-runs=3", "-makespan-steps=2", "-makespan-latency=1ms")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the memory profile is not gzipped: %v", err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The profile's string table holds its sample types and the functions of its stacks.
+	for _, want := range []string{"alloc_space", "github.com/loopbot/loopbot/bot.(*scheduler).work"} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("the memory profile (%d bytes) does not name %q", len(data), want)
 		}
 	}
 }
