@@ -149,6 +149,7 @@ func (b *Bot) start(ctx context.Context, ev Event) (Result, error) {
 	var answer agent.Answer
 	// A run this creates starts here as it commits, if a slot is free (handoff.go).
 	h := b.sched.reserve()
+	defer h.abandon()
 	err := b.store.Update(ctx, func(tx Tx) error {
 		res, stop, pause, answered = Result{}, "", "", ""
 		h.reset()

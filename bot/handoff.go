@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -28,7 +29,12 @@ type handoff struct {
 	id    string
 	lease Lease
 	taken bool
+	// settled is set by done: the slot was given back, or went to the run.
+	settled bool
 }
+
+// errAbandoned is the creating transaction's outcome to abandon: a panic left it unknown.
+var errAbandoned = errors.New("run creation abandoned")
 
 // reserve keeps a slot for a run about to be created, or returns nil when there is none: the
 // scheduler is full, stopped, or not started yet.
@@ -87,6 +93,10 @@ func (h *handoff) done(ctx context.Context, err error) {
 	if h == nil {
 		return
 	}
+	if h.settled {
+		return
+	}
+	h.settled = true
 	s := h.s
 	taken := err == nil && h.taken
 	s.mu.Lock()
@@ -106,5 +116,13 @@ func (h *handoff) done(ctx context.Context, err error) {
 	case taken && s.own != nil:
 		s.own.set(h.lease)
 		s.own.release(ctx, h.id)
+	}
+}
+
+// abandon gives the slot back unless done did: deferred by the creator, so that a panic in
+// its transaction (which the store rolls back) does not keep a slot of the scheduler for good.
+func (h *handoff) abandon() {
+	if h != nil {
+		h.done(context.Background(), errAbandoned)
 	}
 }

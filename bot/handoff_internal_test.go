@@ -129,3 +129,31 @@ func BenchmarkReadyWithManyRuns(b *testing.B) {
 		}
 	}
 }
+
+// TestHandoffAbandoned: a creating transaction that panicked gives its slot back and starts
+// nothing; done after abandon, or twice, changes nothing more.
+func TestHandoffAbandoned(t *testing.T) {
+	s, leases := handoffScheduler(1)
+	func() {
+		defer func() { _ = recover() }()
+		h := s.reserve()
+		defer h.abandon()
+		if _, err := h.take(takingTx{}, "run-1"); err != nil {
+			t.Fatal(err)
+		}
+		panic("a transaction's function panicked")
+	}()
+	if s.isRunning("run-1") || len(leases.released) != 0 {
+		t.Errorf("an abandoned creation started its run or released a lease (%v)", leases.released)
+	}
+	h := s.reserve()
+	if h == nil {
+		t.Fatal("the slot of an abandoned creation was not given back")
+	}
+	h.done(t.Context(), errAbandoned)
+	h.abandon()
+	h.done(t.Context(), errAbandoned)
+	if s.reserved != 0 {
+		t.Errorf("%d slots kept after a handoff was settled three times, want 0", s.reserved)
+	}
+}

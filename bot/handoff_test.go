@@ -3,12 +3,14 @@ package bot_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 
 	"github.com/loopbot/loopbot/agent"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
+	"github.com/loopbot/loopbot/store"
 )
 
 // TestMentionStartsItsRunWithoutAClaim cuts a replica off from claiming runs: the run a
@@ -83,4 +85,54 @@ func TestHandedOffRunsKeepToMaxConcurrentRuns(t *testing.T) {
 			}
 		}
 	})
+}
+
+// panickyStore panics in the transaction function of a write whose context carries
+// panicHere, and in no other.
+type panickyStore struct{ *store.DB }
+
+type panicHere struct{}
+
+func (s *panickyStore) Update(ctx context.Context, fn func(tx bot.Tx) error) error {
+	return s.DB.Update(ctx, func(tx bot.Tx) error {
+		if ctx.Value(panicHere{}) != nil {
+			panic("a transaction's function panicked")
+		}
+		return fn(tx)
+	})
+}
+
+// TestHandoffSlotSurvivesAPanic: a mention whose transaction panicked gives back the slot it
+// kept, so the next mention's run on a bot of one slot still starts as it is created.
+func TestHandoffSlotSurvivesAPanic(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "bot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &panickyStore{DB: db}
+	m := newModel(t)
+	gate := make(chan struct{})
+	m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step {
+		<-gate
+		return say("Done.")
+	}))
+	defer close(gate)
+	b := startBotOnWith(t, bot.Config{MaxConcurrentRuns: 1}, db, st, m)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Handle did not panic")
+			}
+		}()
+		_, _ = b.Handle(context.WithValue(context.Background(), panicHere{}, true), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "do it"})
+	}()
+	other := thread
+	other.Thread = "T2"
+	res, err := b.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusRunning {
+		t.Errorf("the run after a panicked one is %s as its creation committed, want running on the bot's one slot", rec.Status)
+	}
 }

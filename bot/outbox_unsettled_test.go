@@ -72,12 +72,18 @@ func startRefusingBot(t *testing.T, answer func(n int32) llmtest.Step) (*store.D
 // logging only what is worse than an error; the test's cleanup stops it and closes db.
 func startBotOn(t *testing.T, db *store.DB, st bot.Store, m *model) *bot.Bot {
 	t.Helper()
+	return startBotOnWith(t, bot.Config{}, db, st, m)
+}
+
+// startBotOnWith is startBotOn with cfg.
+func startBotOnWith(t *testing.T, cfg bot.Config, db *store.DB, st bot.Store, m *model) *bot.Bot {
+	t.Helper()
 	ag, err := agent.New(agent.Config{}, m.client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError + 1}))
-	b, err := bot.New(bot.Config{}, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
+	b, err := bot.New(cfg, st, ag, []bot.Platform{&recorder{}}, bot.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
