@@ -87,6 +87,21 @@ func (g *gatedSaves) checkpoint(ctx context.Context, st *agent.State) error {
 	return nil
 }
 
+// releaseHeld checks that the run whose result done will carry has not returned while g
+// holds a save, then lets the save through and waits for the run, which must succeed.
+func releaseHeld(t *testing.T, g *gatedSaves, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("the run returned (%v) while its step's save was held", err)
+	default:
+	}
+	close(g.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runAhead starts a run of model m and tools with saves g ahead, and returns its result.
 func runAhead(t *testing.T, m agent.Model, g *gatedSaves, tools ...agent.Tool) <-chan error {
 	t.Helper()
@@ -112,15 +127,7 @@ func TestSaveAheadOverlapsTheNextModelCall(t *testing.T) {
 		if n := m.count(); n != 2 {
 			t.Errorf("the model was asked %d times while the step's save was written, want 2", n)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("the run returned (%v) before its save was written", err)
-		default:
-		}
-		close(g.gate)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		releaseHeld(t, g, done)
 		if g.overlap {
 			t.Error("two saves were written at once")
 		}
@@ -182,15 +189,7 @@ func TestSaveAheadIsWrittenBeforeTheNextSave(t *testing.T) {
 		synctest.Wait()
 		cancel(agent.ErrCancelled)
 		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("the run returned (%v) before the save of its step was written", err)
-		default:
-		}
-		close(g.gate)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		releaseHeld(t, g, done)
 		if g.overlap {
 			t.Error("the cancel's save was written while the step's was")
 		}
