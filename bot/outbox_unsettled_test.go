@@ -76,7 +76,7 @@ func startBotOn(t *testing.T, db *store.DB, st bot.Store, m *model) *bot.Bot {
 }
 
 // startBotOnWith is startBotOn with cfg.
-func startBotOnWith(t *testing.T, cfg bot.Config, db *store.DB, st bot.Store, m *model) *bot.Bot {
+func startBotOnWith(t testing.TB, cfg bot.Config, db *store.DB, st bot.Store, m *model) *bot.Bot {
 	t.Helper()
 	ag, err := agent.New(agent.Config{}, m.client, nil)
 	if err != nil {
