@@ -101,7 +101,8 @@ func (h *handoff) done(ctx context.Context, err error) {
 	taken := err == nil && h.taken
 	s.mu.Lock()
 	s.reserved--
-	start := taken && !s.stopped && s.running[h.id] == nil
+	stopped := s.stopped
+	start := taken && !stopped && s.running[h.id] == nil
 	if start {
 		if s.own != nil {
 			// Set before the goroutine starts: its writes are fenced by the lease.
@@ -113,7 +114,7 @@ func (h *handoff) done(ctx context.Context, err error) {
 	switch {
 	case start:
 		s.log.Debug("run handed to its creator", "run", h.id)
-	case taken && s.own != nil:
+	case taken && stopped && s.own != nil:
 		s.own.set(h.lease)
 		s.own.release(ctx, h.id)
 	}
