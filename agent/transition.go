@@ -26,7 +26,8 @@ var ErrTransition = errors.New("illegal run transition")
 //
 //	Fail and Cancel end any run that is not over yet.
 
-// Start marks a queued run as running: the loop has picked it up for the first time.
+// Start marks a queued run as running: the loop has picked it up for the first time, or the
+// replica that creates it starts it as it is stored (bot/handoff.go).
 func (st *State) Start(now time.Time) error {
 	return st.move("start", StatusRunning, now, StatusQueued)
 }
