@@ -32,17 +32,9 @@ func appendInboxEntry(b []byte, e *bot.InboxEntry) ([]byte, error) {
 	b = appendJSONString(b, string(ev.Kind))
 	b = append(b, `,"id":`...)
 	b = appendJSONString(b, ev.ID)
-	b = append(b, `,"thread":{"platform":`...)
-	b = appendJSONString(b, ev.Thread.Platform)
-	if ev.Thread.Workspace != "" {
-		b = append(b, `,"workspace":`...)
-		b = appendJSONString(b, ev.Thread.Workspace)
-	}
-	b = append(b, `,"channel":`...)
-	b = appendJSONString(b, ev.Thread.Channel)
 	b = append(b, `,"thread":`...)
-	b = appendJSONString(b, ev.Thread.Thread)
-	b = append(b, `},"user":{"id":`...)
+	b = appendThreadRef(b, ev.Thread)
+	b = append(b, `,"user":{"id":`...)
 	b = appendJSONString(b, ev.User.ID)
 	if ev.User.Name != "" {
 		b = append(b, `,"name":`...)
@@ -138,4 +130,20 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendThreadRef appends th's JSON, as encoding/json writes a bot.ThreadRef, to b: the inbox's
+// events and the outbox's items both hold one.
+func appendThreadRef(b []byte, th bot.ThreadRef) []byte {
+	b = append(b, `{"platform":`...)
+	b = appendJSONString(b, th.Platform)
+	if th.Workspace != "" {
+		b = append(b, `,"workspace":`...)
+		b = appendJSONString(b, th.Workspace)
+	}
+	b = append(b, `,"channel":`...)
+	b = appendJSONString(b, th.Channel)
+	b = append(b, `,"thread":`...)
+	b = appendJSONString(b, th.Thread)
+	return append(b, '}')
 }

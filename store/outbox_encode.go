@@ -37,17 +37,8 @@ func appendOutboxItem(b []byte, it *bot.OutboxItem) ([]byte, error) {
 		b = append(b, `,"approval_id":`...)
 		b = appendJSONString(b, it.ApprovalID)
 	}
-	b = append(b, `,"thread":{"platform":`...)
-	b = appendJSONString(b, it.Thread.Platform)
-	if it.Thread.Workspace != "" {
-		b = append(b, `,"workspace":`...)
-		b = appendJSONString(b, it.Thread.Workspace)
-	}
-	b = append(b, `,"channel":`...)
-	b = appendJSONString(b, it.Thread.Channel)
 	b = append(b, `,"thread":`...)
-	b = appendJSONString(b, it.Thread.Thread)
-	b = append(b, '}')
+	b = appendThreadRef(b, it.Thread)
 	if it.Text != "" {
 		b = append(b, `,"text":`...)
 		b = appendJSONString(b, it.Text)
