@@ -166,7 +166,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l bot.Lease) error {
 		if err != nil {
 			return err
 		}
-		return release(t, b, l)
+		return releaseIn(t, b, l)
 	})
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)
@@ -194,6 +194,12 @@ func (t *tx) RunLease(runID string) (bot.Lease, error) {
 // UpdateFenced runs fn as Update does, after checking in the same transaction that l is
 // the run's current lease.
 func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
+	return db.updateFenced(ctx, l, fn, false)
+}
+
+// updateFenced is UpdateFenced, which also releases l in the transaction when release is
+// set and fn succeeded (UpdateFencedRelease).
+func (db *DB) updateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error, release bool) error {
 	defer db.quarantine()
 	// Encoded here, in the caller's goroutine, for fence to compare with the stored lease.
 	held, err := json.Marshal(&l)
@@ -201,10 +207,14 @@ func (db *DB) UpdateFenced(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) 
 		return fmt.Errorf("update fenced: %w", err)
 	}
 	return db.update(ctx, func(t *tx) error {
-		if _, err := t.fence(l, held); err != nil {
+		b, err := t.fence(l, held)
+		if err != nil {
 			return err
 		}
-		return fn(t)
+		if err := fn(t); err != nil || !release {
+			return err
+		}
+		return releaseIn(t, b, l)
 	})
 }
 
@@ -235,24 +245,10 @@ var _ bot.LeaseReleaser = (*DB)(nil)
 // UpdateFencedRelease runs fn as UpdateFenced does and then, in the same transaction,
 // releases l as ReleaseLease does.
 func (db *DB) UpdateFencedRelease(ctx context.Context, l bot.Lease, fn func(tx bot.Tx) error) error {
-	defer db.quarantine()
-	held, err := json.Marshal(&l)
-	if err != nil {
-		return fmt.Errorf("update fenced: %w", err)
-	}
-	return db.update(ctx, func(t *tx) error {
-		b, err := t.fence(l, held)
-		if err != nil {
-			return err
-		}
-		if err := fn(t); err != nil {
-			return err
-		}
-		return release(t, b, l)
-	})
+	return db.updateFenced(ctx, l, fn, true)
 }
 
-// release gives l's run up in b, keeping its epoch for the next claim.
-func release(t *tx, b *bolt.Bucket, l bot.Lease) error {
+// releaseIn gives l's run up in b, keeping its epoch for the next claim.
+func releaseIn(t *tx, b *bolt.Bucket, l bot.Lease) error {
 	return putLease(t, b, bot.Lease{RunID: l.RunID, Epoch: l.Epoch, Expires: time.Unix(0, 0).UTC()})
 }
