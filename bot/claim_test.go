@@ -91,20 +91,8 @@ func TestGoalWhoseRunTheStoreRefusedStartsOnRetry(t *testing.T) {
 func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, asked := startRefusingBot(t, nil)
-		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		status := func() agent.Status {
-			var rec *bot.RunRecord
-			if err := db.View(context.Background(), func(tx bot.Tx) error {
-				rec, err = tx.Run(res.RunID)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return rec.Status
-		}
+		res := mention(t, b, "answer me")
+		status := func() agent.Status { return readStatus(t, db, res.RunID) }
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got, n := status(), asked.Load(); (got != agent.StatusQueued && got != agent.StatusRunning) || n != 1 {
@@ -167,10 +155,7 @@ func TestSaveErrorEndsWhenTheRunIsSavedAgain(t *testing.T) {
 func TestSaveErrorEndsWithTheRun(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, _ := startRefusingBot(t, nil)
-		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mention(t, b, "answer me")
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := b.SaveError(); !errors.Is(err, errRefused) {

@@ -21,10 +21,7 @@ import (
 func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, _ := startRefusingBot(t, nil)
-		first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := mention(t, b, "answer me")
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := readStatus(t, db, first.RunID); got.Terminal() {
@@ -132,10 +129,7 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				b := startBotOn(t, db, st, m)
 
 				st.arm.Store(true)
-				first, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
-				if err != nil {
-					t.Fatal(err)
-				}
+				first := mention(t, b, "answer me")
 				time.Sleep(tc.refuse)
 				synctest.Wait()
 				if n := st.loads.Load(); n > tc.loads || n == 0 {

@@ -62,10 +62,7 @@ func TestEndedRunReleasesItsLeaseInItsLastCheckpoint(t *testing.T) {
 func TestRefusedLastCheckpointKeepsTheLease(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, asked := startRefusingBot(t, nil)
-		res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "answer me"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mention(t, b, "answer me")
 		time.Sleep(5 * time.Minute) // many leases' time
 		synctest.Wait()
 		if got, n := readStatus(t, db, res.RunID), asked.Load(); got.Terminal() || n != 1 {

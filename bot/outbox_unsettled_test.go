@@ -195,3 +195,14 @@ func TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem(t *testing
 		}
 	})
 }
+
+// mention has ann mention b in thread with text, as event "ev-1", and fails the test unless
+// the bot takes it.
+func mention(t *testing.T, b *bot.Bot, text string) bot.Result {
+	t.Helper()
+	res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
