@@ -91,7 +91,7 @@ func TestGoalWhoseRunTheStoreRefusedStartsOnRetry(t *testing.T) {
 func TestRunWhoseSaveFailsResumesOnceTheStoreTakesWrites(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, asked := startRefusingBot(t, nil)
-		res := mention(t, b, "answer me")
+		res := mention(t, b, "ev-1", thread, "answer me")
 		status := func() agent.Status { return readStatus(t, db, res.RunID) }
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -155,7 +155,7 @@ func TestSaveErrorEndsWhenTheRunIsSavedAgain(t *testing.T) {
 func TestSaveErrorEndsWithTheRun(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, _ := startRefusingBot(t, nil)
-		res := mention(t, b, "answer me")
+		res := mention(t, b, "ev-1", thread, "answer me")
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := b.SaveError(); !errors.Is(err, errRefused) {

@@ -27,10 +27,7 @@ func TestMentionStartsItsRunWithoutAClaim(t *testing.T) {
 		}))
 		a := newReplica(t, "a", db, &clock{}, m)
 		a.store.Set(true) // every claim fails from now on
-		res, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "do it"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mention(t, a.bot, "ev-1", thread, "do it")
 		if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusRunning {
 			t.Errorf("the run as its creation committed is %s, want running", rec.Status)
 		}
@@ -59,17 +56,11 @@ func TestHandedOffRunsKeepToMaxConcurrentRuns(t *testing.T) {
 		m.add(use("charge", `{}`))
 		m.srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return say("Done.") }))
 		a := newReplicaWith(t, bot.Config{MaxConcurrentRuns: 1}, "a", db, &clock{}, m, charge)
-		first, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "charge"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := mention(t, a.bot, "ev-1", thread, "charge")
 		<-charge.started
 		other := thread
 		other.Thread = "T2"
-		second, err := a.bot.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "look"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		second := mention(t, a.bot, "ev-2", other, "look")
 		synctest.Wait()
 		if rec := runOf(t, db, second.RunID); rec.Status != agent.StatusQueued {
 			t.Errorf("a run made while the only slot is taken is %s, want queued", rec.Status)
@@ -128,10 +119,7 @@ func TestHandoffSlotSurvivesAPanic(t *testing.T) {
 	}()
 	other := thread
 	other.Thread = "T2"
-	res, err := b.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "do it"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mention(t, b, "ev-2", other, "do it")
 	if rec := runOf(t, db, res.RunID); rec.Status != agent.StatusRunning {
 		t.Errorf("the run after a panicked one is %s as its creation committed, want running on the bot's one slot", rec.Status)
 	}

@@ -21,7 +21,7 @@ import (
 func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, _ := startRefusingBot(t, nil)
-		first := mention(t, b, "answer me")
+		first := mention(t, b, "ev-1", thread, "answer me")
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := readStatus(t, db, first.RunID); got.Terminal() {
@@ -30,9 +30,7 @@ func TestRunHeldByAnOutageResumesAtTheNextPass(t *testing.T) {
 		st.refuse.Store(false)
 		other := thread
 		other.Thread = "T2"
-		if _, err := b.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "and me"}); err != nil {
-			t.Fatal(err)
-		}
+		mention(t, b, "ev-2", other, "and me")
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := readStatus(t, db, first.RunID); got != agent.StatusCompleted {
@@ -129,7 +127,7 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				b := startBotOn(t, db, st, m)
 
 				st.arm.Store(true)
-				first := mention(t, b, "answer me")
+				first := mention(t, b, "ev-1", thread, "answer me")
 				time.Sleep(tc.refuse)
 				synctest.Wait()
 				if n := st.loads.Load(); n > tc.loads || n == 0 {
@@ -142,9 +140,7 @@ func TestRunWhoseLoadFailedResumes(t *testing.T) {
 				if tc.pass {
 					other := thread
 					other.Thread = "T2"
-					if _, err := b.Handle(context.Background(), bot.Event{ID: "ev-2", Kind: bot.EventMention, Thread: other, User: ann, Text: "and me"}); err != nil {
-						t.Fatal(err)
-					}
+					mention(t, b, "ev-2", other, "and me")
 				}
 				time.Sleep(tc.wait)
 				synctest.Wait()

@@ -62,7 +62,7 @@ func TestEndedRunReleasesItsLeaseInItsLastCheckpoint(t *testing.T) {
 func TestRefusedLastCheckpointKeepsTheLease(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		db, st, b, asked := startRefusingBot(t, nil)
-		res := mention(t, b, "answer me")
+		res := mention(t, b, "ev-1", thread, "answer me")
 		time.Sleep(5 * time.Minute) // many leases' time
 		synctest.Wait()
 		if got, n := readStatus(t, db, res.RunID), asked.Load(); got.Terminal() || n != 1 {

@@ -196,11 +196,11 @@ func TestSentMessagesAreNotPostedAgainWhenTheStoreRefusesToSettleThem(t *testing
 	})
 }
 
-// mention has ann mention b in thread with text, as event "ev-1", and fails the test unless
-// the bot takes it.
-func mention(t *testing.T, b *bot.Bot, text string) bot.Result {
+// mention has ann mention b in th with text, as event id, and fails the test unless the bot
+// takes it.
+func mention(t *testing.T, b *bot.Bot, id string, th bot.ThreadRef, text string) bot.Result {
 	t.Helper()
-	res, err := b.Handle(context.Background(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: text})
+	res, err := b.Handle(context.Background(), bot.Event{ID: id, Kind: bot.EventMention, Thread: th, User: ann, Text: text})
 	if err != nil {
 		t.Fatal(err)
 	}
