@@ -155,14 +155,7 @@ func TestBoundaryReadsASharedStoreAtEveryBoundary(t *testing.T) {
 // A store that counts the writes a boundary reads is read only when the count moved since
 // the last read; the run's load seeds the first boundary.
 func TestBoundaryReadsACountedStoreWhenTheCountMoves(t *testing.T) {
-	s := &countedStore{boundaryStore: newBoundaryStore()}
-	b := newBoundary(s, "r1", boundaryThread)
-	seen := b.count()
-	if err := s.View(t.Context(), func(tx Tx) error {
-		return b.seed(tx, &RunRecord{ID: "r1", Thread: boundaryThread, PauseBy: ""}, seen)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s, b := seededBoundary(t, "")
 	for i := range 3 {
 		if by, notes, level := atBoundary(t, b, 0); by != "" || len(notes) != 0 || level != "" {
 			t.Fatalf("boundary %d: pause %q, notes %v, level %q from an idle store", i, by, notes, level)
@@ -195,15 +188,23 @@ func TestBoundaryReadsACountedStoreWhenTheCountMoves(t *testing.T) {
 
 // The load seeds the pause a run was asked for before its goroutine started.
 func TestBoundarySeedKeepsTheLoadedPause(t *testing.T) {
+	_, b := seededBoundary(t, "ann")
+	if by, _, _ := atBoundary(t, b, 0); by != "ann" {
+		t.Fatalf("pause %q, want the one the run was loaded with", by)
+	}
+}
+
+// seededBoundary is the boundary of run r1 on a store that counts its boundary writes, seeded
+// as the run's load seeds it, the run loaded with pauseBy.
+func seededBoundary(t *testing.T, pauseBy string) (*countedStore, *boundary) {
+	t.Helper()
 	s := &countedStore{boundaryStore: newBoundaryStore()}
 	b := newBoundary(s, "r1", boundaryThread)
 	seen := b.count()
 	if err := s.View(t.Context(), func(tx Tx) error {
-		return b.seed(tx, &RunRecord{ID: "r1", Thread: boundaryThread, PauseBy: "ann"}, seen)
+		return b.seed(tx, &RunRecord{ID: "r1", Thread: boundaryThread, PauseBy: pauseBy}, seen)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if by, _, _ := atBoundary(t, b, 0); by != "ann" {
-		t.Fatalf("pause %q, want the one the run was loaded with", by)
-	}
+	return s, b
 }
