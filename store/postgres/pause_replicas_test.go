@@ -1,15 +1,12 @@
 package postgres_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/loopbot/loopbot/agent"
-	"github.com/loopbot/loopbot/agent/llm"
 	"github.com/loopbot/loopbot/agent/llm/llmtest"
 	"github.com/loopbot/loopbot/bot"
 	"github.com/loopbot/loopbot/store/postgres/pgtest"
@@ -25,31 +22,8 @@ func TestPauseAskedOnAnotherReplica(t *testing.T) {
 	tool := &charge{started: make(chan struct{}, 4), release: make(chan struct{})}
 	srv := llmtest.New(llmtest.ToolCalls(llmtest.Call("charge", `{"q":"10 EUR"}`)))
 	srv.SetFallback(llmtest.Func(func(llmtest.Request) llmtest.Step { return llmtest.Text("Done.") }))
-	client, err := llm.New(llm.Config{BaseURL: "http://llmtest.invalid/v1", Model: "test-model", MaxRetries: -1},
-		llm.WithHTTPClient(&http.Client{Transport: handler{srv}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := agent.New(agent.Config{MaxSteps: 20}, client, []agent.Tool{tool})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dbA := openURL(t, url)
-	a, err := bot.New(bot.Config{ReplicaID: "a", LeaseTTL: agent.Duration(3 * time.Second)}, dbA, ag, []bot.Platform{&platform{}},
-		bot.WithClock(clk.Now), bot.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Stop(ctx); err != nil {
-			t.Errorf("stop a: %v", err)
-		}
-	})
+	a := startBot(t, "a", dbA, &platform{}, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, srv, 3*time.Second, tool)
 	thread := bot.ThreadRef{Platform: "test", Channel: "C1", Thread: "T1"}
 	ann := bot.User{ID: "U1", Name: "ann"}
 	res, err := a.Handle(t.Context(), bot.Event{ID: "ev-1", Kind: bot.EventMention, Thread: thread, User: ann, Text: "charge 10 EUR"})

@@ -107,6 +107,16 @@ func startReplica(t *testing.T, id, url string, clk *testClock, srv *llmtest.Ser
 // startReplicaTTL is startReplica with a lease of ttl.
 func startReplicaTTL(t *testing.T, id, url string, clk *testClock, srv *llmtest.Server, ttl time.Duration, tools ...agent.Tool) *replica {
 	t.Helper()
+	r := &replica{db: &storetest.Cut{Replicated: openURL(t, url)}, plat: &platform{}, log: &logBuf{}}
+	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r.bot = startBot(t, id, r.db, r.plat, logger, clk, srv, ttl, tools...)
+	return r
+}
+
+// startBot starts a bot named id on st, posting to plat, whose model is srv and whose lease
+// lasts ttl; the test's cleanup stops it.
+func startBot(t *testing.T, id string, st bot.Store, plat bot.Platform, logger *slog.Logger, clk *testClock, srv *llmtest.Server, ttl time.Duration, tools ...agent.Tool) *bot.Bot {
+	t.Helper()
 	client, err := llm.New(llm.Config{BaseURL: "http://llmtest.invalid/v1", Model: "test-model", MaxRetries: -1},
 		llm.WithHTTPClient(&http.Client{Transport: handler{srv}}))
 	if err != nil {
@@ -116,24 +126,21 @@ func startReplicaTTL(t *testing.T, id, url string, clk *testClock, srv *llmtest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{db: &storetest.Cut{Replicated: openURL(t, url)}, plat: &platform{}, log: &logBuf{}}
-	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(ttl)}
-	r.bot, err = bot.New(cfg, r.db, ag, []bot.Platform{r.plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
+	b, err := bot.New(bot.Config{ReplicaID: id, LeaseTTL: agent.Duration(ttl)}, st, ag, []bot.Platform{plat}, bot.WithClock(clk.Now), bot.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.bot.Start(t.Context()); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := r.bot.Stop(ctx); err != nil {
+		if err := b.Stop(ctx); err != nil {
 			t.Errorf("stop %s: %v", id, err)
 		}
 	})
-	return r
+	return b
 }
 
 // eventually waits until cond holds, failing the test after 20 seconds.
