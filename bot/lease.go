@@ -131,15 +131,14 @@ func (s *scheduler) ready(ctx context.Context) ([]string, error) {
 	}
 	s.heartbeat(ctx, s.beatDue.Swap(false))
 	s.mu.Lock()
-	stopped, free := s.stopped, s.maxRuns-len(s.running)-s.reserved
-	s.mu.Unlock()
-	if stopped {
+	if s.stopped {
+		s.mu.Unlock()
 		return nil, nil
 	}
+	free := s.maxRuns - len(s.running) - s.reserved
 	// The runs this replica owns that no goroutine works on: with a thousand runs going,
 	// copying every lease at every wake was most of what the wake allocated. The lease
 	// map's lock is taken inside the scheduler's, the order handoffs take them in.
-	s.mu.Lock()
 	ids := s.own.appendIdle(s.readyIDs[:0], func(id string) bool { return s.running[id] == nil && !s.held[id] })
 	s.readyIDs = ids
 	s.mu.Unlock()
